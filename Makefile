@@ -1,0 +1,41 @@
+# The two commands a user needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+OPENCODE_VERSION := 1.18.34
+
+.PHONY: test lint typecheck unit venv opencode demo clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## Installs the pinned real OpenCode server into .opencode/ (project-local, git-ignored).
+opencode:
+	@OPENCODE_VERSION=$(OPENCODE_VERSION) bash scripts/install-opencode.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict -p adapter
+
+## Everything CI runs: lint, types, and the whole test suite (real server included).
+test: $(STAMP) lint typecheck
+	$(BIN)/python -m pytest -q
+
+## Tests without the real server (fast loop while developing).
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not real"
+
+demo: $(STAMP) opencode
+	$(BIN)/opencode-tree demo
+
+clean:
+	rm -rf $(VENV) .opencode .pytest_cache .mypy_cache .ruff_cache

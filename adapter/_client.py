@@ -1,0 +1,613 @@
+"""``OpenCodeClient``: typed access to one OpenCode server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+import httpx
+import httpx_sse
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from ._exceptions import (
+    AuthError,
+    InvalidInputError,
+    NotFoundError,
+    OpenCodeError,
+    ProtocolError,
+    RequestError,
+)
+from ._ids import path_segment, validate_id
+from ._logging import get_logger
+from ._models import Health, Message, Session, SessionStatus
+from ._retry import TRANSIENT_TRANSPORT_ERRORS, RetryPolicy, is_transient_status
+
+__all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
+
+T = TypeVar("T")
+PermissionReply = Literal["once", "always", "reject"]
+RawEvent = dict[str, Any]
+
+_log = get_logger("adapter.client")
+
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class _TransientRequestError(RequestError):
+    """A failure worth retrying for an idempotent request."""
+
+
+def _server_message(body: bytes) -> tuple[str | None, str | None]:
+    """Best effort (name, message) out of an error body; never raises."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        text = body[:200].decode("utf-8", "replace").strip()
+        return None, text or None
+    if not isinstance(data, dict):
+        return None, None
+    name = data.get("name") if isinstance(data.get("name"), str) else None
+    inner = data.get("data")
+    message = None
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        message = inner["message"]
+    elif isinstance(data.get("message"), str):
+        message = data["message"]
+    return name, message[:500] if message else None
+
+
+class OpenCodeClient:
+    """An async client for one OpenCode server.
+
+    Use it as an async context manager; it owns one pooled ``httpx.AsyncClient``
+    with keep-alive. Idempotent calls (``children``, ``status``,
+    ``get_session``, ``messages``, ``message``, ``abort``) are retried on
+    transient faults; ``prompt_async`` and other writes never are.
+
+    ``transport`` is the test seam: pass ``FakeOpenCodeServer().transport`` (or
+    any ``httpx.AsyncBaseTransport``) to talk to something other than a socket.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        password: str | None = None,
+        username: str = "opencode",
+        directory: str | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 64,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        url = httpx.URL(base_url)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r:.100}")
+        if url.userinfo:
+            # Credentials in a URL end up in logs and error messages: refuse them.
+            raise InvalidInputError("put credentials in password=, not in the base_url")
+        if timeout <= 0:
+            raise InvalidInputError("timeout must be positive")
+        if max_connections < 1:
+            raise InvalidInputError("max_connections must be at least 1")
+        self.base_url = str(url).rstrip("/")
+        self.username = username
+        self.directory = directory
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.max_response_bytes = max_response_bytes
+        self._has_password = password is not None
+        headers: dict[str, str] = {"accept": "application/json"}
+        params: dict[str, str] = {}
+        if directory is not None:
+            if directory.isascii():
+                headers["x-opencode-directory"] = directory
+            else:
+                params["directory"] = directory
+        self._params = params
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=httpx.BasicAuth(username, password) if password is not None else None,
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=30.0,
+            ),
+            transport=transport,
+        )
+        self._retrying_kwargs: dict[str, Any] = {
+            "stop": stop_after_attempt(self.retry.attempts),
+            "wait": wait_random_exponential(
+                multiplier=self.retry.initial_wait, max=self.retry.max_wait
+            ),
+            "retry": retry_if_exception(lambda e: isinstance(e, _TransientRequestError)),
+            "before_sleep": self._log_retry,
+            "reraise": True,
+        }
+
+    def __repr__(self) -> str:
+        auth = "basic" if self._has_password else "none"
+        return (
+            f"OpenCodeClient(base_url={self.base_url!r}, auth={auth}, directory={self.directory!r})"
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._http.is_closed
+
+    # -- the API ---------------------------------------------------------------
+
+    async def health(self) -> Health:
+        return await self._call("health", "GET", "/global/health", parse=Health.parse)
+
+    async def create_session(
+        self, *, title: str | None = None, parent_id: str | None = None
+    ) -> Session:
+        body: dict[str, Any] = {}
+        if title is not None:
+            body["title"] = title
+        if parent_id is not None:
+            body["parentID"] = self._caller_id("ses", parent_id)
+        return await self._call(
+            "create_session", "POST", "/session", json_body=body, parse=Session.parse
+        )
+
+    async def get_session(self, session_id: str) -> Session:
+        seg = self._segment("ses", session_id)
+        return await self._call(
+            "get_session",
+            "GET",
+            f"/session/{seg}",
+            session_id=session_id,
+            idempotent=True,
+            parse=Session.parse,
+        )
+
+    async def children(self, session_id: str) -> list[Session]:
+        """Direct children of a session, oldest first (the server gives no order)."""
+        seg = self._segment("ses", session_id)
+
+        bad: list[str] = []
+
+        def parse(data: object) -> list[Session]:
+            if not isinstance(data, list):
+                raise ValueError("children is not a list")
+            sessions: list[Session] = []
+            for item in data:
+                try:
+                    sessions.append(Session.parse(item))
+                except (ValueError, KeyError, TypeError) as exc:
+                    bad.append(str(exc))
+            sessions.sort(key=lambda s: (s.created, s.id))
+            return sessions
+
+        sessions = await self._call(
+            "children",
+            "GET",
+            f"/session/{seg}/children",
+            session_id=session_id,
+            idempotent=True,
+            parse=parse,
+        )
+        if bad:
+            raise ProtocolError(
+                "children",
+                f"{len(bad)} invalid child entr{'y' if len(bad) == 1 else 'ies'} "
+                f"for {session_id}: {bad[0]}",
+                partial=sessions,
+            )
+        return sessions
+
+    async def abort(self, session_id: str) -> bool:
+        """Abort a session's run. The server answers ``true`` even for unknown ids."""
+        seg = self._segment("ses", session_id)
+        return await self._call(
+            "abort",
+            "POST",
+            f"/session/{seg}/abort",
+            session_id=session_id,
+            idempotent=True,
+            parse=_parse_bool,
+        )
+
+    async def status(self) -> dict[str, SessionStatus]:
+        """Every non-idle session of the directory; a missing id means idle."""
+        return await self._call(
+            "status", "GET", "/session/status", idempotent=True, parse=SessionStatus.parse_map
+        )
+
+    async def messages(self, session_id: str, *, limit: int | None = None) -> list[Message]:
+        seg = self._segment("ses", session_id)
+
+        def parse(data: object) -> list[Message]:
+            if not isinstance(data, list):
+                raise ValueError("messages is not a list")
+            return [Message.parse(item) for item in data]
+
+        return await self._call(
+            "messages",
+            "GET",
+            f"/session/{seg}/message",
+            session_id=session_id,
+            params={"limit": str(limit)} if limit is not None else None,
+            idempotent=True,
+            parse=parse,
+        )
+
+    async def message(self, session_id: str, message_id: str) -> Message:
+        seg = self._segment("ses", session_id)
+        mseg = self._segment("msg", message_id)
+        return await self._call(
+            "message",
+            "GET",
+            f"/session/{seg}/message/{mseg}",
+            session_id=session_id,
+            idempotent=True,
+            parse=Message.parse,
+        )
+
+    async def prompt_async(
+        self,
+        session_id: str,
+        parts: str | Sequence[Mapping[str, Any]],
+        *,
+        message_id: str | None = None,
+        model: tuple[str, str] | None = None,
+        agent: str | None = None,
+        variant: str | None = None,
+    ) -> None:
+        """Queue a prompt; the server answers 204 and reports failures as events.
+
+        ``parts`` is plain text or a list of OpenCode part inputs. ``model`` is
+        ``(provider_id, model_id)``. Never retried: a retry could run it twice.
+        """
+        seg = self._segment("ses", session_id)
+        body: dict[str, Any] = {
+            "parts": [{"type": "text", "text": parts}] if isinstance(parts, str) else list(parts)
+        }
+        if message_id is not None:
+            body["messageID"] = self._caller_id("msg", message_id)
+        if model is not None:
+            body["model"] = {"providerID": model[0], "modelID": model[1]}
+        if agent is not None:
+            body["agent"] = agent
+        if variant is not None:
+            body["variant"] = variant
+        await self._call(
+            "prompt_async",
+            "POST",
+            f"/session/{seg}/prompt_async",
+            session_id=session_id,
+            json_body=body,
+            parse=_ignore,
+        )
+
+    async def permission_reply(
+        self, request_id: str, reply: PermissionReply, *, message: str | None = None
+    ) -> bool:
+        if reply not in ("once", "always", "reject"):
+            raise InvalidInputError(f"reply must be once, always or reject, got {reply!r}")
+        seg = self._segment("per", request_id)
+        body: dict[str, Any] = {"reply": reply}
+        if message is not None:
+            body["message"] = message
+        return await self._call(
+            "permission_reply",
+            "POST",
+            f"/permission/{seg}/reply",
+            json_body=body,
+            parse=_parse_bool,
+        )
+
+    async def question_reply(self, request_id: str, answers: Sequence[Sequence[str]]) -> bool:
+        """Answer a question request: one list of selected labels per question, in order."""
+        seg = self._segment("que", request_id)
+        body = {"answers": [[str(label) for label in answer] for answer in answers]}
+        return await self._call(
+            "question_reply",
+            "POST",
+            f"/question/{seg}/reply",
+            json_body=body,
+            parse=_parse_bool,
+        )
+
+    async def question_reject(self, request_id: str) -> bool:
+        seg = self._segment("que", request_id)
+        return await self._call(
+            "question_reject", "POST", f"/question/{seg}/reject", json_body={}, parse=_parse_bool
+        )
+
+    async def revert(
+        self, session_id: str, message_id: str, *, part_id: str | None = None
+    ) -> Session:
+        seg = self._segment("ses", session_id)
+        body: dict[str, Any] = {"messageID": self._caller_id("msg", message_id)}
+        if part_id is not None:
+            body["partID"] = self._caller_id("prt", part_id)
+        return await self._call(
+            "revert",
+            "POST",
+            f"/session/{seg}/revert",
+            session_id=session_id,
+            json_body=body,
+            parse=Session.parse,
+        )
+
+    @asynccontextmanager
+    async def event_stream(
+        self, *, read_timeout: float = 30.0, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    ) -> AsyncIterator[AsyncIterator[RawEvent]]:
+        """Open ``GET /event`` and yield an iterator of decoded events.
+
+        A ``data:`` payload that is not a JSON object is skipped with a warning
+        (a hostile or broken server must not stop the stream); one larger than
+        ``max_event_bytes`` raises :class:`ProtocolError`. The server sends a
+        heartbeat about every 10 s, so ``read_timeout`` detects a dead stream.
+        """
+        timeout = httpx.Timeout(self.timeout, read=read_timeout)
+        try:
+            async with httpx_sse.aconnect_sse(
+                self._http, "GET", "/event", params=self._params or None, timeout=timeout
+            ) as source:
+                response = source.response
+                if response.status_code != 200:
+                    await response.aread()
+                    raise self._status_error(
+                        "event_stream", response.status_code, response.content, None
+                    )
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    raise ProtocolError(
+                        "event_stream", "the server did not answer with an event stream"
+                    )
+                yield _decode_events(source, max_event_bytes)
+        except httpx.TimeoutException as exc:
+            raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise RequestError("event_stream", f"connection failed ({type(exc).__name__})") from exc
+
+    # -- machinery -------------------------------------------------------------
+
+    @staticmethod
+    def _segment(kind: str, value: str) -> str:
+        try:
+            return path_segment(kind, value)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+
+    @staticmethod
+    def _caller_id(kind: str, value: str) -> str:
+        try:
+            return validate_id(kind, value)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        _log.warning(
+            "opencode.retry",
+            attempt=state.attempt_number,
+            next_wait=round(state.upcoming_sleep, 3),
+            error=str(exc),
+        )
+
+    async def _call(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        *,
+        parse: Callable[[object], T],
+        session_id: str | None = None,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        idempotent: bool = False,
+    ) -> T:
+        if self._http.is_closed:
+            raise RequestError(operation, "the client is closed", session_id=session_id)
+        merged = {**self._params, **(params or {})} or None
+        try:
+            # The first try runs outside tenacity: most calls succeed at once,
+            # and a stop of thousands of sessions pays for every layer.
+            return await self._attempt(
+                operation, method, path, parse, session_id, json_body, merged, 1
+            )
+        except _TransientRequestError as first:
+            if not idempotent or self.retry.attempts <= 1:
+                raise RequestError(
+                    operation,
+                    first.detail,
+                    status=first.status,
+                    server_message=first.server_message,
+                    session_id=session_id,
+                ) from first.__cause__
+            _log.warning(
+                "opencode.retry",
+                operation=operation,
+                session_id=session_id,
+                attempt=1,
+                error=str(first),
+            )
+        attempt = 1
+        try:
+            retrying = AsyncRetrying(
+                **{**self._retrying_kwargs, "stop": stop_after_attempt(self.retry.attempts - 1)}
+            )
+            async for try_ in retrying:
+                with try_:
+                    attempt += 1
+                    return await self._attempt(
+                        operation, method, path, parse, session_id, json_body, merged, attempt
+                    )
+        except _TransientRequestError as last:
+            raise RequestError(
+                operation,
+                f"{last.detail} (after {attempt} attempts)",
+                status=last.status,
+                server_message=last.server_message,
+                session_id=session_id,
+            ) from last.__cause__
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        parse: Callable[[object], T],
+        session_id: str | None,
+        json_body: Any,
+        params: Mapping[str, str] | None,
+        attempt: int,
+    ) -> T:
+        started = time.perf_counter()
+        status: int | None = None
+        try:
+            request = self._http.build_request(method, path, json=json_body, params=params)
+            response = await self._http.send(request, stream=True)
+            try:
+                status = response.status_code
+                body = await self._read_bounded(operation, response)
+            finally:
+                await response.aclose()
+        except httpx.TimeoutException as exc:
+            cls = (
+                _TransientRequestError
+                if isinstance(exc, httpx.ReadTimeout | httpx.ConnectTimeout)
+                else RequestError
+            )
+            raise cls(
+                operation, f"timed out ({type(exc).__name__})", session_id=session_id
+            ) from exc
+        except TRANSIENT_TRANSPORT_ERRORS as exc:
+            raise _TransientRequestError(
+                operation, f"connection failed ({type(exc).__name__})", session_id=session_id
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise RequestError(
+                operation, f"transport error ({type(exc).__name__})", session_id=session_id
+            ) from exc
+        finally:
+            _log.debug(
+                "opencode.request",
+                operation=operation,
+                session_id=session_id,
+                status=status,
+                attempt=attempt,
+                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+        if not 200 <= status < 300:
+            raise self._status_error(operation, status, body, session_id)
+        if status == 204 or not body:
+            try:
+                return parse(None)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ProtocolError(
+                    operation, f"empty response where data was expected ({exc})"
+                ) from None
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise ProtocolError(operation, "the response is not valid JSON") from None
+        try:
+            return parse(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProtocolError(operation, f"unexpected response shape: {exc}") from None
+
+    async def _read_bounded(self, operation: str, response: httpx.Response) -> bytes:
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
+            raise ProtocolError(operation, f"response of {declared} bytes exceeds the limit")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise ProtocolError(
+                    operation, f"response exceeds the limit of {self.max_response_bytes} bytes"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    @staticmethod
+    def _status_error(
+        operation: str, status: int, body: bytes, session_id: str | None
+    ) -> RequestError:
+        name, message = _server_message(body)
+        text = message or name or "request failed"
+        if status == 401:
+            return AuthError(
+                operation,
+                "unauthorized: check the server password",
+                status=status,
+                session_id=session_id,
+            )
+        if status == 404 or name == "NotFoundError":
+            return NotFoundError(
+                operation, text, status=status, server_message=message, session_id=session_id
+            )
+        cls = _TransientRequestError if is_transient_status(status) else RequestError
+        return cls(operation, text, status=status, server_message=message, session_id=session_id)
+
+
+def _parse_bool(data: object) -> bool:
+    if not isinstance(data, bool):
+        raise ValueError("expected a boolean")
+    return data
+
+
+def _ignore(data: object) -> None:
+    return None
+
+
+async def _decode_events(
+    source: httpx_sse.EventSource, max_event_bytes: int
+) -> AsyncIterator[RawEvent]:
+    try:
+        async for sse in source.aiter_sse():
+            if not sse.data:
+                continue
+            if len(sse.data) > max_event_bytes:
+                raise ProtocolError("event_stream", f"an event exceeds {max_event_bytes} bytes")
+            try:
+                event = json.loads(sse.data)
+            except ValueError:
+                _log.warning("opencode.event.malformed", reason="not JSON", size=len(sse.data))
+                continue
+            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                _log.warning("opencode.event.malformed", reason="not an event object")
+                continue
+            yield event
+    except OpenCodeError:
+        raise
+    except httpx.TimeoutException as exc:
+        raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc
+    except httpx.TransportError as exc:
+        raise RequestError("event_stream", f"connection lost ({type(exc).__name__})") from exc

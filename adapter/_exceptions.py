@@ -1,0 +1,160 @@
+"""One exception hierarchy for everything the library raises.
+
+Every error the client, ``stop_tree`` or the adapter raises derives from
+:class:`OpenCodeError`, so a host can catch one type at its boundary. Messages
+never contain credentials: the client never puts headers or URLs with
+userinfo into them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._stop_tree import SessionStop, StopReport
+
+__all__ = [
+    "AdapterClosedError",
+    "AuthError",
+    "ConnectTimeoutError",
+    "InvalidInputError",
+    "NotFoundError",
+    "OpenCodeError",
+    "ProtocolError",
+    "RequestError",
+    "ServerExitedError",
+    "SessionClosedError",
+    "TreeStopError",
+    "TurnCancelledError",
+    "UnknownRequestError",
+    "UnknownThreadError",
+]
+
+
+class OpenCodeError(Exception):
+    """Base class of every error raised by this library."""
+
+
+class RequestError(OpenCodeError):
+    """A request to the server failed.
+
+    ``operation`` is the client method (``"abort"``, ``"children"``, ...),
+    ``status`` the HTTP status when the server answered (``None`` for transport
+    failures such as a refused connection or a timeout), ``server_message`` the
+    server's own explanation when its body carried one.
+    """
+
+    def __init__(
+        self,
+        operation: str,
+        message: str,
+        *,
+        status: int | None = None,
+        server_message: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self.operation = operation
+        self.detail = message
+        self.status = status
+        self.server_message = server_message
+        self.session_id = session_id
+        parts = [f"{operation} failed"]
+        if session_id is not None:
+            parts.append(f"for {session_id}")
+        if status is not None:
+            parts.append(f"(HTTP {status})")
+        super().__init__(" ".join(parts) + f": {message}")
+
+
+class NotFoundError(RequestError):
+    """The server says the session, message or request does not exist (404)."""
+
+
+class AuthError(RequestError):
+    """The server rejected our credentials (401)."""
+
+
+class ProtocolError(OpenCodeError):
+    """A response that does not match the OpenCode API.
+
+    Bad JSON, a wrong shape, an oversized body, or a session id that is not a
+    valid ``ses_...`` id. Raised instead of acting on data we do not trust.
+    """
+
+    def __init__(self, operation: str, message: str, *, partial: object = None) -> None:
+        self.operation = operation
+        #: What could be trusted of the response (e.g. the valid entries of a
+        #: children list with one hostile id), so a caller loses nothing valid.
+        self.partial = partial
+        super().__init__(f"{operation}: {message}")
+
+
+class InvalidInputError(OpenCodeError, ValueError):
+    """A caller passed something the library refuses (bad model string, empty prompt...)."""
+
+
+class TreeStopError(OpenCodeError):
+    """``stop_tree`` could not stop every session of the tree.
+
+    ``first_failure`` is the first failing session in breadth-first discovery
+    order (the root's own failure first), ``report`` the complete report of the
+    walk (every session that was attempted, with its outcome), ``cause`` the
+    underlying exception of the first failure (or a :class:`TimeoutError` when
+    the whole walk ran out of time).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        report: StopReport,
+        first_failure: SessionStop | None,
+        cause: BaseException | None,
+    ) -> None:
+        self.report = report
+        self.first_failure = first_failure
+        self.cause = cause
+        super().__init__(message)
+
+
+class UnknownThreadError(OpenCodeError, KeyError):
+    """No session is bound to this thread id."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"no OpenCode session for thread {thread_id!r}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class UnknownRequestError(OpenCodeError, KeyError):
+    """No pending permission or question request with this id on this thread."""
+
+    def __init__(self, thread_id: str, request_id: str) -> None:
+        self.thread_id = thread_id
+        self.request_id = request_id
+        super().__init__(f"no pending request {request_id!r} on thread {thread_id!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class SessionClosedError(OpenCodeError):
+    """The thread's session was stopped while the call was waiting."""
+
+
+class TurnCancelledError(OpenCodeError):
+    """A send was cancelled because its session was stopped, or its turn was interrupted."""
+
+
+class AdapterClosedError(OpenCodeError):
+    """The adapter is closed (or closing) and accepts no more calls."""
+
+
+class ConnectTimeoutError(RequestError):
+    """The event stream did not connect within the bounded wait."""
+
+
+class ServerExitedError(OpenCodeError):
+    """The OpenCode server process the adapter started has exited."""

@@ -1,0 +1,84 @@
+"""Identifier validation and minting.
+
+Ids that arrive from a server are untrusted: they are validated before they
+are ever placed in a URL, so a hostile server cannot steer a request to
+another path (``../../global/dispose``, ``%2F``...).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from urllib.parse import quote
+
+__all__ = [
+    "is_session_id",
+    "mint_message_id",
+    "path_segment",
+    "validate_id",
+]
+
+# The real server mints `ses_` + 26 base62 characters; tests and other hosts
+# use readable ids such as `ses_child_a`. Anything outside this alphabet could
+# change the meaning of a URL path, so it is refused.
+_ID_BODY = r"[A-Za-z0-9_-]{1,128}"
+_PATTERNS = {
+    "ses": re.compile(rf"ses_{_ID_BODY}"),
+    "msg": re.compile(rf"msg_{_ID_BODY}"),
+    "prt": re.compile(rf"prt_{_ID_BODY}"),
+    "per": re.compile(rf"per_{_ID_BODY}"),
+    "que": re.compile(rf"que_{_ID_BODY}"),
+}
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def validate_id(kind: str, value: object) -> str:
+    """Return ``value`` if it is a well-formed id of ``kind`` (``"ses"``, ``"msg"``...).
+
+    Raises :class:`ValueError` otherwise; callers turn it into the error type
+    that fits where the id came from (caller input or server response).
+    """
+    pattern = _PATTERNS[kind]
+    if not isinstance(value, str) or pattern.fullmatch(value) is None:
+        raise ValueError(f"not a valid {kind}_ id: {value!r:.80}")
+    return value
+
+
+def is_session_id(value: object) -> bool:
+    return isinstance(value, str) and _PATTERNS["ses"].fullmatch(value) is not None
+
+
+def path_segment(kind: str, value: object) -> str:
+    """Validate an id and percent-encode it as one URL path segment."""
+    return quote(validate_id(kind, value), safe="")
+
+
+class _MonotonicIdClock:
+    """Produces strictly increasing 48-bit stamps: milliseconds * 4096 + counter.
+
+    The server orders messages by id, so a minted id must sort after every id
+    the server minted before it and after every id we minted before it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+
+    def next(self) -> int:
+        with self._lock:
+            stamp = int(time.time() * 1000) * 0x1000
+            self._last = max(self._last + 1, stamp)
+            return self._last & 0xFFFF_FFFF_FFFF
+
+
+_clock = _MonotonicIdClock()
+
+
+def mint_message_id() -> str:
+    """A new OpenCode-style message id: ``msg_`` + 12 hex digits + 14 base62 characters."""
+    stamp = _clock.next()
+    tail = "".join(secrets.choice(_BASE62) for _ in range(14))
+    return f"msg_{stamp:012x}{tail}"

@@ -1,0 +1,16 @@
+"""Shared fixtures. Logs are captured, not printed, so tests can assert on them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+
+@pytest.fixture(autouse=True)
+def captured_logs() -> Iterator[list[dict[str, Any]]]:
+    """Every structlog event of the test, as dicts (also keeps test output quiet)."""
+    with structlog.testing.capture_logs() as logs:
+        yield logs
