@@ -280,6 +280,9 @@ class _Walk:
         else:
             if again:
                 node.reaborts += 1
+                if node.failed_step == "abort":
+                    # A later abort that lands supersedes the failed one.
+                    node.outcome, node.error, node.failed_step = "aborted", None, None
             else:
                 node.outcome = "aborted"
         if not again:

@@ -450,3 +450,20 @@ async def test_report_renders_as_a_tree(router: respx.MockRouter, client: OpenCo
     assert lines[2].startswith("│   └── ses_a1  aborted")
     assert lines[3].startswith("└── ses_b  not found")
     assert "4 sessions: 3 aborted, 1 already gone, 0 failed" in lines[4]
+
+
+async def test_a_verify_reabort_that_lands_supersedes_a_failed_abort(
+    router: respx.MockRouter, client: OpenCodeClient
+) -> None:
+    api = tree(router, {ROOT: []})
+    calls = {"n": 0}
+
+    async def first_fails(sid: str) -> httpx.Response | None:
+        calls["n"] += 1
+        return error(500, "hiccup") if calls["n"] <= 3 else None  # all retries of the first try
+
+    api.abort_hooks[ROOT] = first_fails
+    api.busy = {ROOT}
+    report = await stop_tree(client, ROOT)
+    assert report[ROOT].outcome == "aborted" and report[ROOT].reaborts == 1
+    assert report.ok

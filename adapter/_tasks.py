@@ -1,0 +1,55 @@
+"""Ownership of background tasks: every task the adapter starts is awaited by it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ._logging import get_logger
+
+__all__ = ["TaskOwner"]
+
+T = TypeVar("T")
+_log = get_logger("adapter.tasks")
+
+
+class TaskOwner:
+    """A small nursery that does not cancel its host.
+
+    ``asyncio.TaskGroup`` cancels the task that entered it when a child fails;
+    inside a library that task is the host's, so a failing event pump would
+    cancel the host's request handler. Here a failure is logged (and the
+    spawner decides what it means), and ``aclose`` cancels and awaits
+    everything that is left, so no task outlives the owner.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+        if self._closed:
+            coro.close()
+            raise RuntimeError(f"{self._name} is closed")
+        task = asyncio.get_running_loop().create_task(coro, name=f"{self._name}:{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            _log.error("adapter.task_failed", task=task.get_name(), error=repr(exc))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

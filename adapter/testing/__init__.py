@@ -1,0 +1,26 @@
+"""Test helpers for hosts that embed the adapter (and for this project's own tests).
+
+- :class:`FakeOpenCodeServer` — an in-process emulation of the OpenCode HTTP API
+  behind an ``httpx`` transport, with scripted agents and fault injection
+  (steps in :mod:`adapter.testing.fake`).
+- :class:`ScriptedModelServer` — an OpenAI-compatible model on 127.0.0.1 that a
+  real ``opencode serve`` can use offline (steps in :mod:`adapter.testing.model`).
+- :class:`RealOpenCodeServer` — a real, isolated, offline ``opencode serve``.
+
+See ``docs/testing.md``.
+"""
+
+from ._fake_server import FakeOpenCodeServer, RecordedRequest
+from ._model_server import ModelRequest, ScriptedModelServer, script_marker
+from ._real_server import RealOpenCodeServer, find_opencode_binary, free_port
+
+__all__ = [
+    "FakeOpenCodeServer",
+    "ModelRequest",
+    "RealOpenCodeServer",
+    "RecordedRequest",
+    "ScriptedModelServer",
+    "find_opencode_binary",
+    "free_port",
+    "script_marker",
+]

@@ -1,0 +1,1950 @@
+"""An in-process emulation of the OpenCode 1.18.x HTTP API, for tests and benchmarks.
+
+:class:`FakeOpenCodeServer` answers a faithful subset of the OpenCode server API
+(sessions, children, status, messages, prompts, abort, revert, permission and
+question replies, the ``/event`` SSE stream, basic auth) through an
+:class:`httpx.AsyncBaseTransport`, so a client talks to it with no network::
+
+    fake = FakeOpenCodeServer()
+    fake.script("work", [Text("thinking..."), Tool("bash", {"command": "ls"}, output="a\\n")])
+    async with httpx.AsyncClient(transport=fake.transport, base_url=fake.base_url) as client:
+        session = (await client.post("/session", json={})).json()
+        await client.post(
+            f"/session/{session['id']}/prompt_async",
+            json={"parts": [{"type": "text", "text": "go [[script:work]]"}]},
+        )
+        await fake.wait_for_event("session.idle")
+    await fake.aclose()
+
+A prompt runs a *script*: the steps registered with :meth:`FakeOpenCodeServer.script`
+under the name given by a ``[[script:NAME]]`` marker in the prompt text (without
+a marker, the ``"default"`` script streams ``ok``). Steps are :class:`Text`,
+:class:`Tool`, :class:`Task`, :class:`Hang`, :class:`Fail`, :class:`Permission`
+and :class:`Question`; they produce the same events and stored message parts as a
+real server driven by a model that does the same things.
+
+Quirks of the real server that are reproduced on purpose:
+
+* ``POST /session/{id}/abort`` answers ``true`` even for unknown ids, and returns
+  only after the session's cleanup events were emitted.
+* Aborting a session cancels the child sessions of its running ``task`` tools
+  (recursively through tasks), but not children created through the API.
+* An abort emits ``session.error`` (MessageAbortedError), ``session.status`` idle
+  and ``session.idle``, then the final part and message updates, then
+  ``session.status`` idle and ``session.idle`` *again*.
+* A running ``bash`` tool ends ``completed`` with ``User aborted the command``;
+  any other running tool ends ``error`` ``"Tool execution aborted"`` with
+  ``metadata.interrupted``.
+* ``GET /session/status`` lists only non-idle sessions.
+* ``GET /session/{id}/children`` returns children newest first, not in creation order.
+* An id without the ``ses`` prefix in ``/session/{id}/...`` answers 500 ``UnknownError``.
+* Pending permission and question requests of an aborted session are dropped
+  with no ``replied`` event.
+
+Everything runs in the event loop of the caller: no threads, no sockets. Every
+request is O(1) in the number of sessions (except ``GET /session``, which lists
+them all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import math
+import random
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+from urllib.parse import parse_qs
+
+import httpx
+
+__all__ = [
+    "OPENCODE_VERSION",
+    "Fail",
+    "FakeMessage",
+    "FakeOpenCodeServer",
+    "FakeSession",
+    "Hang",
+    "Hold",
+    "Hook",
+    "HookHandler",
+    "Permission",
+    "Question",
+    "RecordedRequest",
+    "Step",
+    "Task",
+    "Text",
+    "Tool",
+]
+
+OPENCODE_VERSION = "1.18.34"
+"""The server version the fake reports and emulates."""
+
+JSON: TypeAlias = dict[str, Any]
+HookHandler: TypeAlias = Callable[[httpx.Request], Awaitable[httpx.Response | None]]
+"""A fault-injection handler: return a response to short-circuit, ``None`` to fall through."""
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_MASK48 = (1 << 48) - 1
+_SCRIPT_MARKER = re.compile(r"\[\[script:([^\]]+)\]\]")
+_ABORTED_ERROR: JSON = {"name": "MessageAbortedError", "data": {"message": "Aborted"}}
+_TOOL_ABORTED = "Tool execution aborted"
+_BASH_ABORTED_OUTPUT = (
+    "(no output)\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>"
+)
+_PERMISSION_REJECTED = (
+    "The user rejected permission to use this specific tool call. "
+    "You may try again with different parameters."
+)
+_QUESTION_DISMISSED = "The user dismissed this question"
+_SLUG_ADJECTIVES = (
+    "kind", "clever", "quick", "calm", "crisp", "silent", "misty", "proud", "curious",
+    "brave", "gentle", "bright", "swift", "quiet", "eager", "lucky",
+)  # fmt: skip
+_SLUG_NOUNS = (
+    "engine", "canyon", "circuit", "knight", "squid", "panda", "meadow", "eagle", "moon",
+    "river", "falcon", "harbor", "forest", "comet", "lantern", "otter",
+)  # fmt: skip
+_IDLE: JSON = {"type": "idle"}
+_BUSY: JSON = {"type": "busy"}
+_ZERO_TOKENS: JSON = {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+_STEP_TOKENS: JSON = {
+    "total": 15,
+    "input": 10,
+    "output": 5,
+    "reasoning": 0,
+    "cache": {"write": 0, "read": 0},
+}
+
+
+# --------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Stream assistant text.
+
+    Emits the text part (empty), one ``message.part.delta`` per chunk (``chunks``
+    nearly equal pieces, sleeping ``delay`` seconds before each), and the full
+    part with ``time.end`` when the text block ends. Consecutive ``Text`` steps
+    of one model step extend the same text part.
+    """
+
+    text: str
+    chunks: int = 1
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """Run a tool: part ``pending`` -> ``running`` -> ``completed`` (or ``error``).
+
+    ``duration`` is how long it stays running (``float('inf')``: until aborted).
+    ``error`` makes it end ``error`` with that message instead of ``output``.
+    ``title`` defaults to the command / file path / description in ``input``.
+    ``metadata`` is merged into the completed state's metadata.
+    """
+
+    tool: str
+    input: Mapping[str, Any] = field(default_factory=dict)
+    output: str | None = None
+    error: str | None = None
+    duration: float = 0.0
+    title: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """Run a ``task`` tool that spawns a child session running ``script``.
+
+    The child is created with ``parentID`` and titled ``"<description> (@<subagent_type>
+    subagent)"``; the running part carries ``metadata.sessionId`` = the child's id.
+    The part completes with the child's final text (wrapped in ``<task_result>``
+    like the real tool), or ends ``error "Task cancelled"`` if the child alone was
+    aborted (the parent then goes on with its script).
+    ``prompt`` defaults to ``"<description> [[script:<script>]]"``.
+    """
+
+    description: str
+    script: str
+    subagent_type: str = "general"
+    prompt: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    """The current model step hangs (no output) until the session is aborted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """The model call fails: ``session.error {name, data}`` and the run ends (idle).
+
+    ``data`` adds fields to the error's ``data`` (e.g. ``statusCode``).
+    """
+
+    name: str = "ProviderError"
+    message: str = "Provider request failed"
+    data: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """A tool call that needs permission: ``permission.asked``, then waits for the reply.
+
+    ``once``/``always`` run ``tool`` normally (``always`` also pre-approves later
+    identical requests in this session); ``reject`` ends the tool ``error`` and
+    stops the run. ``tool`` defaults to a tool named after ``permission`` (for
+    ``bash``: ``{"command": patterns[0]}``).
+    """
+
+    permission: str = "bash"
+    patterns: Sequence[str] = ("*",)
+    always: Sequence[str] = ()
+    metadata: Mapping[str, Any] | None = None
+    tool: Tool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A ``question`` tool call: ``question.asked``, then waits for a reply or reject.
+
+    ``questions`` are ``{question, header, options: [{label, description}]}``
+    objects. A reply completes the tool; a reject ends it ``error`` and stops the run.
+    """
+
+    questions: Sequence[Mapping[str, Any]]
+
+
+Step: TypeAlias = Text | Tool | Task | Hang | Fail | Permission | Question
+"""Any script step."""
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    """One request the fake received.
+
+    ``started_at``/``ended_at`` are event-loop times (``loop.time()``); ``ended_at``
+    and ``status`` are ``None`` while the request is in flight, and ``status`` stays
+    ``None`` if a hook raised. For ``GET /event``, ``ended_at`` is when the stream's
+    headers were returned. ``session_id`` is the ``{id}`` of a ``/session/{id}/...`` path.
+    """
+
+    method: str
+    path: str
+    session_id: str | None
+    started_at: float
+    ended_at: float | None = None
+    status: int | None = None
+
+
+class FakeMessage:
+    """A stored message: ``info`` (the Message JSON) and its parts (in order)."""
+
+    __slots__ = ("_parts", "info")
+
+    def __init__(self, info: JSON) -> None:
+        self.info: JSON = info
+        self._parts: dict[str, JSON] = {}
+
+    @property
+    def id(self) -> str:
+        """The message id (``msg_...``)."""
+        return str(self.info["id"])
+
+    @property
+    def role(self) -> str:
+        """``"user"`` or ``"assistant"``."""
+        return str(self.info["role"])
+
+    @property
+    def parts(self) -> list[JSON]:
+        """The parts, as the API returns them."""
+        return list(self._parts.values())
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of the text parts."""
+        return "".join(p.get("text", "") for p in self._parts.values() if p["type"] == "text")
+
+    def to_json(self) -> JSON:
+        """The ``{info, parts}`` object of ``GET /session/{id}/message``."""
+        return {"info": self.info, "parts": list(self._parts.values())}
+
+
+class FakeSession:
+    """The state of one fake session (read it; change it through the fake's methods)."""
+
+    __slots__ = (
+        "_aborting",
+        "_always",
+        "_children",
+        "_messages",
+        "_pending",
+        "_queue",
+        "_run",
+        "_runner",
+        "abort_count",
+        "id",
+        "info",
+        "parent_id",
+        "status",
+    )
+
+    def __init__(self, session_id: str, parent_id: str | None, info: JSON) -> None:
+        self.id: str = session_id
+        self.parent_id: str | None = parent_id
+        self.info: JSON = info
+        self.status: JSON = _IDLE
+        self.abort_count: int = 0
+        """How many ``POST /session/{id}/abort`` requests reached this session."""
+        self._children: dict[str, None] = {}
+        self._messages: dict[str, FakeMessage] = {}
+        self._queue: deque[_Prompt] = deque()
+        self._runner: asyncio.Task[None] | None = None
+        self._run: _Run | None = None
+        self._aborting: asyncio.Future[None] | None = None
+        self._pending: set[str] = set()
+        self._always: set[tuple[str, tuple[str, ...]]] = set()
+
+    @property
+    def children(self) -> list[str]:
+        """Ids of the direct children, in creation order."""
+        return list(self._children)
+
+    @property
+    def busy(self) -> bool:
+        """True unless the status is idle."""
+        return bool(self.status["type"] != "idle")
+
+    @property
+    def title(self) -> str:
+        """The session title."""
+        return str(self.info["title"])
+
+    @property
+    def messages(self) -> list[FakeMessage]:
+        """The stored messages, oldest first."""
+        return list(self._messages.values())
+
+    @property
+    def queued_prompts(self) -> int:
+        """Prompts waiting behind the running one."""
+        return len(self._queue)
+
+    @property
+    def pending_requests(self) -> list[str]:
+        """Ids of this session's unanswered permission/question requests."""
+        return sorted(self._pending)
+
+    def __repr__(self) -> str:
+        return f"FakeSession({self.id!r}, parent={self.parent_id!r}, status={self.status['type']})"
+
+
+# --------------------------------------------------------------------------- internals
+
+
+Outcome: TypeAlias = Literal["completed", "aborted", "failed", "blocked"]
+
+
+@dataclass(slots=True)
+class _Result:
+    outcome: Outcome
+    text: str = ""
+    error: JSON | None = None
+    message_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Prompt:
+    user_message_id: str
+    text: str
+    script: str | None
+    agent: str
+    provider_id: str
+    model_id: str
+    future: asyncio.Future[_Result] | None = None
+
+
+@dataclass(slots=True)
+class _ActiveTool:
+    part: JSON
+    child_id: str | None = None
+    asking: bool = False
+
+
+@dataclass(slots=True)
+class _Run:
+    session: FakeSession
+    prompt: _Prompt
+    message: FakeMessage | None = None
+    step_started: bool = False
+    had_tool: bool = False
+    text_part: JSON | None = None
+    text_buf: list[str] = field(default_factory=list)
+    last_text: str = ""
+    tools: dict[str, _ActiveTool] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _PendingRequest:
+    kind: Literal["permission", "question"]
+    session_id: str
+    payload: JSON
+    future: asyncio.Future[Any]
+
+
+class _HttpError(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+_EOF = object()
+_DROP = object()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _json_response(status: int, body: Any) -> httpx.Response:
+    return httpx.Response(
+        status,
+        content=json.dumps(body, separators=(",", ":")).encode(),
+        headers={"content-type": "application/json"},
+    )
+
+
+def _not_found(message: str) -> httpx.Response:
+    return _json_response(404, {"name": "NotFoundError", "data": {"message": message}})
+
+
+def _bad_request(message: str) -> httpx.Response:
+    return _json_response(
+        400, {"name": "BadRequest", "data": {"message": message}, "success": False}
+    )
+
+
+def _chunks(text: str, n: int) -> list[str]:
+    if not text:
+        return []
+    n = max(1, min(n, len(text)))
+    size = math.ceil(len(text) / n)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _compile_pattern(pattern: str) -> re.Pattern[str]:
+    out = []
+    for piece in re.split(r"(\{[^/{}]*\}|\*)", pattern):
+        if piece == "*":
+            out.append(".*")
+        elif piece.startswith("{") and piece.endswith("}"):
+            out.append("[^/]+")
+        else:
+            out.append(re.escape(piece))
+    return re.compile("".join(out))
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+class Hook:
+    """A registered fault-injection handler (see :meth:`FakeOpenCodeServer.on`)."""
+
+    def __init__(
+        self,
+        owner: FakeOpenCodeServer,
+        method: str,
+        pattern: str,
+        handler: HookHandler,
+    ) -> None:
+        self.method = method.upper()
+        self.pattern = pattern
+        self.handler = handler
+        self.calls = 0
+        """How many requests matched this hook."""
+        self._regex = _compile_pattern(pattern)
+        self._owner = owner
+
+    def matches(self, method: str, path: str) -> bool:
+        """Whether a request with ``method`` and ``path`` goes through this hook."""
+        return (self.method in ("*", method)) and self._regex.fullmatch(path) is not None
+
+    def remove(self) -> None:
+        """Unregister the hook (idempotent)."""
+        with contextlib.suppress(ValueError):
+            self._owner._hooks.remove(self)
+
+
+class Hold:
+    """Holds matching requests until :meth:`release` (see :meth:`FakeOpenCodeServer.hold`).
+
+    ``started`` is set when the first matching request arrives; ``requests`` lists
+    every held request. After :meth:`release`, held and later requests proceed
+    normally (call ``hook.remove()`` to stop matching entirely).
+    """
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.requests: list[httpx.Request] = []
+        self.hook: Hook | None = None
+        self._released = asyncio.Event()
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` was called."""
+        return self._released.is_set()
+
+    def release(self) -> None:
+        """Let every held (and future) request through."""
+        self._released.set()
+
+    async def wait_started(self, timeout: float = 5.0) -> None:
+        """Wait until a request is held."""
+        async with asyncio.timeout(timeout):
+            await self.started.wait()
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response | None:
+        self.requests.append(request)
+        self.started.set()
+        await self._released.wait()
+        return None
+
+
+# --------------------------------------------------------------------------- transport
+
+
+class _Transport(httpx.AsyncBaseTransport):
+    def __init__(self, fake: FakeOpenCodeServer) -> None:
+        self._fake = fake
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._fake._handle(request)
+
+
+class _Subscriber:
+    __slots__ = ("closed", "queue")
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self.closed = False
+
+
+class _EventStream(httpx.AsyncByteStream):
+    """The body of one ``GET /event`` response."""
+
+    def __init__(
+        self, fake: FakeOpenCodeServer, sub: _Subscriber, first: bytes, heartbeat: float | None
+    ) -> None:
+        self._fake = fake
+        self._sub = sub
+        self._first: bytes | None = first
+        self._heartbeat = heartbeat
+        self._stash: object | None = None
+        self._done = False
+
+    def __aiter__(self) -> _EventStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        if self._done:
+            raise StopAsyncIteration
+        if self._stash is not None:
+            item, self._stash = self._stash, None
+        elif self._heartbeat is not None:
+            try:
+                async with asyncio.timeout(self._heartbeat):
+                    item = await self._sub.queue.get()
+            except TimeoutError:
+                return self._fake._frame(self._fake._envelope("server.heartbeat", {}))
+        else:
+            item = await self._sub.queue.get()
+        if not isinstance(item, bytes):
+            return self._end(item)
+        chunks = [item]
+        queue = self._sub.queue
+        while not queue.empty():
+            more = queue.get_nowait()
+            if not isinstance(more, bytes):
+                self._stash = more
+                break
+            chunks.append(more)
+        return b"".join(chunks) if len(chunks) > 1 else item
+
+    def _end(self, item: object) -> bytes:
+        self._done = True
+        self._fake._unsubscribe(self._sub)
+        if item is _DROP:
+            raise httpx.RemoteProtocolError(
+                "peer closed connection without sending complete message body "
+                "(incomplete chunked read)"
+            )
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        if not self._done:
+            self._done = True
+            self._fake._unsubscribe(self._sub)
+            self._sub.queue.put_nowait(_EOF)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class FakeOpenCodeServer:
+    """An in-process OpenCode server; talk to it through :attr:`transport`.
+
+    Args:
+        password: require ``Authorization: Basic base64(username:password)``
+            (or ``?auth_token=``) on every route, else 401.
+        username: the basic-auth user (``opencode`` like the real server).
+        latency: seconds to sleep before handling each request (not ``/event``).
+        jitter: a uniform random ``[0, jitter)`` added to ``latency``.
+        seed: seed for ids, slugs and jitter (deterministic runs).
+        heartbeat: seconds between ``server.heartbeat`` events on idle streams
+            (``None``: no heartbeats).
+        directory: the project directory reported in sessions.
+        provider_id, model_id: the model reported when a prompt names none.
+        event_history: how many emitted events :attr:`events` keeps.
+    """
+
+    base_url = "http://fake-opencode"
+    """A base URL to use with :attr:`transport` (any host works)."""
+
+    def __init__(
+        self,
+        *,
+        password: str | None = None,
+        username: str = "opencode",
+        latency: float = 0.0,
+        jitter: float = 0.0,
+        seed: int | None = None,
+        heartbeat: float | None = None,
+        directory: str = "/home/user/project",
+        provider_id: str = "fake",
+        model_id: str = "fake-model",
+        event_history: int = 10_000,
+    ) -> None:
+        self.latency = latency
+        self.jitter = jitter
+        self.heartbeat = heartbeat
+        self.directory = directory
+        self.provider_id = provider_id
+        self.model_id = model_id
+        self._auth: set[str] | None = None
+        if password is not None:
+            token = base64.b64encode(f"{username}:{password}".encode()).decode()
+            self._auth = {token}
+        self._rng = random.Random(seed)
+        self._latency_rng = random.Random(None if seed is None else seed + 1)
+        self._last_id = 0
+        self._calls = 0
+        self._holds: list[Hold] = []
+        self._transport = _Transport(self)
+        self._sessions: dict[str, FakeSession] = {}
+        self._non_idle: dict[str, JSON] = {}
+        self._scripts: dict[str, tuple[Step, ...]] = {"default": (Text("ok"),)}
+        self._requests_pending: dict[str, _PendingRequest] = {}
+        self._subscribers: set[_Subscriber] = set()
+        self._hooks: list[Hook] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._event_waiters: dict[str, list[tuple[Callable[[JSON], bool], asyncio.Future[JSON]]]]
+        self._event_waiters = {}
+        self._changed: asyncio.Event | None = None
+        self._closed = False
+        self._event_seq = 0
+        self.events: deque[JSON] = deque(maxlen=event_history)
+        """The last emitted events (envelopes ``{id, type, properties}``), oldest first."""
+        self.requests: list[RecordedRequest] = []
+        """Every request received since the last :meth:`reset_stats`."""
+        self.in_flight = 0
+        """Requests being handled now (``/event`` streams excluded)."""
+        self.max_in_flight = 0
+        """Peak of :attr:`in_flight` since the last :meth:`reset_stats`."""
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def transport(self) -> httpx.AsyncBaseTransport:
+        """The transport to give to ``httpx.AsyncClient(transport=...)``."""
+        return self._transport
+
+    def client(self, **kwargs: Any) -> httpx.AsyncClient:
+        """A new ``httpx.AsyncClient`` on this fake (``base_url`` preset)."""
+        kwargs.setdefault("base_url", self.base_url)
+        return httpx.AsyncClient(transport=self._transport, **kwargs)
+
+    @property
+    def sessions(self) -> Mapping[str, FakeSession]:
+        """Read-only view: session id -> :class:`FakeSession`."""
+        return MappingProxyType(self._sessions)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    @property
+    def event_count(self) -> int:
+        """Number of events emitted so far; pass it as ``since=`` to :meth:`wait_for_event`."""
+        return self._event_seq
+
+    @property
+    def stream_count(self) -> int:
+        """Number of open ``/event`` streams."""
+        return len(self._subscribers)
+
+    def script(self, name: str, steps: Sequence[Step]) -> None:
+        """Register (or replace) the script run by prompts containing ``[[script:NAME]]``.
+
+        The ``"default"`` script runs for prompts without a marker.
+        """
+        for step in steps:
+            if not isinstance(step, Text | Tool | Task | Hang | Fail | Permission | Question):
+                raise TypeError(f"not a script step: {step!r}")
+        self._scripts[name] = tuple(steps)
+
+    def add_session(
+        self,
+        parent_id: str | None = None,
+        title: str | None = None,
+        busy: bool = False,
+        *,
+        emit: bool = False,
+    ) -> str:
+        """Create a session directly (no request; no events unless ``emit``); return its id.
+
+        ``busy=True`` marks it busy without a running script (an abort then emits
+        ``session.error`` MessageAbortedError and goes idle).
+        """
+        if parent_id is not None and parent_id not in self._sessions:
+            raise KeyError(f"unknown parent session {parent_id!r}")
+        session = self._create_session(parent_id, title, emit=emit)
+        if busy:
+            self._set_status(session, _BUSY, emit=emit)
+        return session.id
+
+    def set_busy(self, session_id: str, busy: bool) -> None:
+        """Set a session's status busy or idle (emits ``session.status``, and
+        ``session.idle`` when idle). Does not start or stop scripts."""
+        session = self._session(session_id)
+        if busy:
+            self._set_status(session, _BUSY)
+        else:
+            self._set_idle(session)
+
+    def set_status(self, session_id: str, status: Mapping[str, Any]) -> None:
+        """Set any status (e.g. ``{"type": "retry", "attempt": 1, "message": "...",
+        "next": ms}``) and emit ``session.status``."""
+        session = self._session(session_id)
+        if status.get("type") == "idle":
+            self._set_idle(session)
+        else:
+            self._set_status(session, dict(status))
+
+    def emit(self, type: str, properties: Mapping[str, Any] | None = None) -> JSON:
+        """Emit an arbitrary event to every stream; return its envelope."""
+        return self._emit(type, dict(properties or {}))
+
+    def emit_raw(self, data: bytes) -> None:
+        """Write ``data`` verbatim to every stream (include the SSE framing yourself)."""
+        for sub in self._subscribers:
+            sub.queue.put_nowait(bytes(data))
+
+    def drop_event_streams(self, *, error: bool = True) -> int:
+        """Cut every open ``/event`` stream now; return how many were cut.
+
+        With ``error`` (default) readers get :class:`httpx.RemoteProtocolError`, like a
+        connection dropped mid-body; otherwise the streams just end.
+        """
+        subs = list(self._subscribers)
+        for sub in subs:
+            self._unsubscribe(sub)
+            sub.queue.put_nowait(_DROP if error else _EOF)
+        self._notify()
+        return len(subs)
+
+    def reset_stats(self) -> None:
+        """Clear :attr:`requests` and reset :attr:`max_in_flight` to :attr:`in_flight`."""
+        self.requests = []
+        self.max_in_flight = self.in_flight
+
+    def on(self, method: str, path_pattern: str, handler: HookHandler) -> Hook:
+        """Run ``handler(request)`` before matching requests are handled.
+
+        ``method`` is an HTTP method or ``"*"``; ``path_pattern`` is an exact path,
+        with ``{name}`` matching one path segment and ``*`` anything. The handler may
+        return a response (sent as is), ``None`` (normal handling goes on), raise
+        (e.g. ``httpx.ConnectError``), or wait. Hooks run in registration order;
+        the first response wins. They run before latency and auth.
+        """
+        hook = Hook(self, method, path_pattern, handler)
+        self._hooks.append(hook)
+        return hook
+
+    def fail(
+        self,
+        method: str,
+        path_pattern: str,
+        status: int = 503,
+        times: int | None = 1,
+        body: Any = None,
+    ) -> Hook:
+        """Answer the next ``times`` matching requests (``None``: all) with ``status``.
+
+        ``body``: bytes/str are sent verbatim (e.g. malformed JSON); anything else
+        as JSON; default an ``UnknownError`` object.
+        """
+        remaining = [times]
+
+        async def handler(request: httpx.Request) -> httpx.Response | None:
+            if remaining[0] is not None:
+                if remaining[0] <= 0:
+                    return None
+                remaining[0] -= 1
+            if body is None:
+                return _json_response(
+                    status,
+                    {"name": "UnknownError", "data": {"message": f"injected failure ({status})"}},
+                )
+            if isinstance(body, bytes | str):
+                content = body.encode() if isinstance(body, str) else body
+                return httpx.Response(
+                    status, content=content, headers={"content-type": "application/json"}
+                )
+            return _json_response(status, body)
+
+        return self.on(method, path_pattern, handler)
+
+    def hold(self, method: str, path_pattern: str) -> Hold:
+        """Hold matching requests until ``hold.release()``."""
+        hold = Hold()
+        hold.hook = self.on(method, path_pattern, hold._handle)
+        self._holds.append(hold)
+        return hold
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` is true (re-checked on every event and request).
+
+        Raises ``TimeoutError`` after ``timeout`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            changed = self._changed
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(remaining, 0.05)):
+                    await changed.wait()
+
+    async def wait_for_event(
+        self,
+        type: str,
+        predicate: Callable[[JSON], bool] | None = None,
+        *,
+        timeout: float = 5.0,
+        since: int | None = None,
+    ) -> JSON:
+        """Wait for an event of ``type`` (whose envelope passes ``predicate``); return it.
+
+        Only events emitted after the call count, unless ``since`` (a previous
+        :attr:`event_count`) asks to also search the kept history from that point.
+        Raises ``TimeoutError`` after ``timeout`` seconds.
+        """
+        check = predicate or (lambda _event: True)
+        if since is not None:
+            first = self._event_seq - len(self.events)
+            for index, event in enumerate(self.events):
+                if first + index >= since and event["type"] == type and check(event):
+                    return event
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        entry = (check, future)
+        self._event_waiters.setdefault(type, []).append(entry)
+        try:
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            raise TimeoutError(f"no {type!r} event within {timeout}s") from None
+        finally:
+            waiters = self._event_waiters.get(type)
+            if waiters is not None and entry in waiters:
+                waiters.remove(entry)
+
+    async def aclose(self) -> None:
+        """Stop everything: end event streams, cancel scripts, fail later requests.
+
+        Idempotent; afterwards no task created by the fake is left running.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for sub in list(self._subscribers):
+            self._unsubscribe(sub)
+            sub.queue.put_nowait(_EOF)
+        for hold in self._holds:
+            hold.release()
+        for session in self._sessions.values():
+            if session._queue:
+                self._drop_queue(session)
+        for req in self._requests_pending.values():
+            if not req.future.done():
+                req.future.cancel()
+        self._requests_pending.clear()
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks.difference_update(tasks)
+        for waiters in self._event_waiters.values():
+            for _check, future in waiters:
+                if not future.done():
+                    future.set_exception(RuntimeError("FakeOpenCodeServer closed"))
+        self._event_waiters.clear()
+        self._notify()
+
+    async def __aenter__(self) -> FakeOpenCodeServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ ids & events
+
+    def _new_id(self, prefix: str, *, descending: bool = False) -> str:
+        value = max(_now_ms() * 0x1000 + 1, self._last_id + 1)
+        self._last_id = value
+        if descending:
+            value = ~value
+        suffix = "".join(self._rng.choices(_BASE62, k=14))
+        return f"{prefix}_{value & _MASK48:012x}{suffix}"
+
+    def _envelope(self, type: str, properties: JSON) -> JSON:
+        return {"id": self._new_id("evt"), "type": type, "properties": properties}
+
+    @staticmethod
+    def _frame(envelope: JSON) -> bytes:
+        return b"data: " + json.dumps(envelope, separators=(",", ":")).encode() + b"\n\n"
+
+    def _emit(self, type: str, properties: JSON) -> JSON:
+        envelope = self._envelope(type, properties)
+        self._event_seq += 1
+        self.events.append(envelope)
+        if self._subscribers:
+            frame = self._frame(envelope)
+            for sub in self._subscribers:
+                sub.queue.put_nowait(frame)
+        waiters = self._event_waiters.get(type)
+        if waiters:
+            for check, future in list(waiters):
+                if not future.done() and check(envelope):
+                    future.set_result(envelope)
+                    waiters.remove((check, future))
+        self._notify()
+        return envelope
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def _unsubscribe(self, sub: _Subscriber) -> None:
+        if not sub.closed:
+            sub.closed = True
+            self._subscribers.discard(sub)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ------------------------------------------------------------------ session state
+
+    def _session(self, session_id: str) -> FakeSession:
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise KeyError(f"unknown session {session_id!r}") from None
+
+    def _create_session(
+        self,
+        parent_id: str | None,
+        title: str | None,
+        *,
+        emit: bool = True,
+        agent: str | None = None,
+    ) -> FakeSession:
+        now = _now_ms()
+        session_id = self._new_id("ses", descending=True)
+        if title is None:
+            iso = datetime.fromtimestamp(now / 1000, UTC).isoformat(timespec="milliseconds")
+            kind = "Child session" if parent_id else "New session"
+            title = f"{kind} - {iso.replace('+00:00', 'Z')}"
+        slug = f"{self._rng.choice(_SLUG_ADJECTIVES)}-{self._rng.choice(_SLUG_NOUNS)}"
+        info: JSON = {
+            "id": session_id,
+            "slug": slug,
+            "version": OPENCODE_VERSION,
+            "projectID": "global",
+            "directory": self.directory,
+        }
+        if parent_id is not None:
+            info["parentID"] = parent_id
+        info["title"] = title
+        if agent is not None:
+            info["agent"] = agent
+            info["permission"] = []
+        info["time"] = {"created": now, "updated": now}
+        session = FakeSession(session_id, parent_id, info)
+        self._sessions[session_id] = session
+        if parent_id is not None:
+            self._sessions[parent_id]._children[session_id] = None
+        if emit:
+            self._emit("session.created", {"sessionID": session_id, "info": info})
+            self._emit("session.updated", {"sessionID": session_id, "info": info})
+        return session
+
+    def _touch(self, session: FakeSession) -> None:
+        info = dict(session.info)
+        info["time"] = {"created": info["time"]["created"], "updated": _now_ms()}
+        session.info = info
+        self._emit("session.updated", {"sessionID": session.id, "info": info})
+
+    def _set_status(self, session: FakeSession, status: JSON, *, emit: bool = True) -> None:
+        session.status = status
+        if status["type"] == "idle":
+            self._non_idle.pop(session.id, None)
+        else:
+            self._non_idle[session.id] = status
+        if emit:
+            self._emit("session.status", {"sessionID": session.id, "status": status})
+        else:
+            self._notify()
+
+    def _set_idle(self, session: FakeSession) -> None:
+        self._set_status(session, _IDLE)
+        self._emit("session.idle", {"sessionID": session.id})
+
+    def _store_part(self, message: FakeMessage, part: JSON) -> None:
+        message._parts[part["id"]] = part
+        self._emit(
+            "message.part.updated",
+            {"sessionID": part["sessionID"], "part": part, "time": _now_ms()},
+        )
+
+    def _store_message(self, session: FakeSession, message: FakeMessage, info: JSON) -> None:
+        message.info = info
+        session._messages[message.id] = message
+        self._emit("message.updated", {"sessionID": session.id, "info": info})
+
+    # ------------------------------------------------------------------ prompts & runs
+
+    def _enqueue_prompt(
+        self,
+        session: FakeSession,
+        text: str,
+        *,
+        message_id: str | None = None,
+        script: str | None = None,
+        agent: str = "build",
+        provider_id: str | None = None,
+        model_id: str | None = None,
+        want_result: bool = False,
+    ) -> _Prompt:
+        provider_id = provider_id or self.provider_id
+        model_id = model_id or self.model_id
+        user_id = message_id or self._new_id("msg")
+        now = _now_ms()
+        message = FakeMessage({})
+        info: JSON = {
+            "id": user_id,
+            "role": "user",
+            "sessionID": session.id,
+            "time": {"created": now},
+            "agent": agent,
+            "model": {"providerID": provider_id, "modelID": model_id},
+        }
+        self._store_message(session, message, info)
+        part: JSON = {
+            "type": "text",
+            "text": text,
+            "messageID": user_id,
+            "sessionID": session.id,
+            "id": self._new_id("prt"),
+        }
+        self._store_part(message, part)
+        self._touch(session)
+        prompt = _Prompt(user_id, text, script, agent, provider_id, model_id)
+        if want_result:
+            prompt.future = asyncio.get_running_loop().create_future()
+        session._queue.append(prompt)
+        if session._runner is None or session._runner.done():
+            self._set_status(session, _BUSY)
+            session._runner = self._spawn(self._runner(session))
+        return prompt
+
+    def _resolve_script(self, prompt: _Prompt) -> tuple[str, tuple[Step, ...] | None]:
+        name = prompt.script
+        if name is None:
+            match = _SCRIPT_MARKER.search(prompt.text)
+            name = match.group(1).strip() if match else "default"
+        return name, self._scripts.get(name)
+
+    async def _runner(self, session: FakeSession) -> None:
+        try:
+            while session._queue:
+                prompt = session._queue.popleft()
+                run = _Run(session, prompt)
+                session._run = run
+                try:
+                    result = await self._execute(run)
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None:
+                        current.uncancel()
+                    result = await self._cleanup_aborted(run)
+                    self._finish_prompt(prompt, result)
+                    if self._closed or not session._queue:
+                        return
+                    # A prompt sent while the abort was being cleaned up runs next.
+                    self._set_status(session, _BUSY)
+                    continue
+                finally:
+                    session._run = None
+                self._finish_prompt(prompt, result)
+                await asyncio.sleep(0)
+            self._set_idle(session)
+        finally:
+            session._runner = None
+
+    @staticmethod
+    def _finish_prompt(prompt: _Prompt, result: _Result) -> None:
+        if prompt.future is not None and not prompt.future.done():
+            prompt.future.set_result(result)
+
+    def _drop_queue(self, session: FakeSession) -> None:
+        while session._queue:
+            self._finish_prompt(session._queue.popleft(), _Result("aborted"))
+
+    async def _execute(self, run: _Run) -> _Result:
+        name, steps = self._resolve_script(run.prompt)
+        self._start_message(run)
+        await asyncio.sleep(0)
+        if steps is None:
+            return self._fail(run, Fail("UnknownError", f"unknown fake script: {name}"))
+        for step in steps:
+            if isinstance(step, Text | Hang | Fail) and run.had_tool:
+                self._finish_step(run, "tool-calls")
+                self._start_message(run)
+                await asyncio.sleep(0)
+            if isinstance(step, Text):
+                await self._do_text(run, step)
+            elif isinstance(step, Tool):
+                await self._do_tool(run, step)
+            elif isinstance(step, Task):
+                await self._do_task(run, step)
+            elif isinstance(step, Permission):
+                if not await self._do_permission(run, step):
+                    return self._blocked(run)
+            elif isinstance(step, Question):
+                if not await self._do_question(run, step):
+                    return self._blocked(run)
+            elif isinstance(step, Hang):
+                await asyncio.get_running_loop().create_future()
+            else:
+                return self._fail(run, step)
+            await asyncio.sleep(0)
+        if run.had_tool:
+            # The model is called again with the tool results and finishes.
+            self._finish_step(run, "tool-calls")
+            self._start_message(run)
+            await asyncio.sleep(0)
+        self._finish_step(run, "stop")
+        return _Result("completed", run.last_text, None, run.message.id if run.message else None)
+
+    def _start_message(self, run: _Run) -> None:
+        prompt = run.prompt
+        session = run.session
+        message = FakeMessage({})
+        info: JSON = {
+            "id": self._new_id("msg"),
+            "parentID": prompt.user_message_id,
+            "role": "assistant",
+            "mode": prompt.agent,
+            "agent": prompt.agent,
+            "path": {"cwd": self.directory, "root": "/"},
+            "cost": 0,
+            "tokens": _ZERO_TOKENS,
+            "modelID": prompt.model_id,
+            "providerID": prompt.provider_id,
+            "time": {"created": _now_ms()},
+            "sessionID": session.id,
+        }
+        run.message = message
+        run.step_started = False
+        run.had_tool = False
+        self._store_message(session, message, info)
+
+    def _ensure_step(self, run: _Run) -> FakeMessage:
+        message = run.message
+        assert message is not None
+        if not run.step_started:
+            run.step_started = True
+            part: JSON = {
+                "id": self._new_id("prt"),
+                "messageID": message.id,
+                "sessionID": run.session.id,
+                "type": "step-start",
+            }
+            self._store_part(message, part)
+        return message
+
+    def _close_text(self, run: _Run) -> None:
+        part = run.text_part
+        if part is None or run.message is None:
+            return
+        text = "".join(run.text_buf)
+        final = dict(part)
+        final["text"] = text
+        final["time"] = {"start": part["time"]["start"], "end": _now_ms()}
+        run.text_part = None
+        run.text_buf = []
+        run.last_text = text
+        self._store_part(run.message, final)
+
+    def _finish_step(self, run: _Run, reason: str) -> None:
+        message = self._ensure_step(run)
+        self._close_text(run)
+        part: JSON = {
+            "id": self._new_id("prt"),
+            "reason": reason,
+            "messageID": message.id,
+            "sessionID": run.session.id,
+            "type": "step-finish",
+            "tokens": _STEP_TOKENS,
+            "cost": 0,
+        }
+        self._store_part(message, part)
+        info = dict(message.info)
+        info["tokens"] = _STEP_TOKENS
+        info["time"] = {"created": info["time"]["created"], "completed": _now_ms()}
+        info["finish"] = reason
+        self._store_message(run.session, message, info)
+
+    async def _do_text(self, run: _Run, step: Text) -> None:
+        message = self._ensure_step(run)
+        part = run.text_part
+        if part is None:
+            now = _now_ms()
+            part = {
+                "id": self._new_id("prt"),
+                "messageID": message.id,
+                "sessionID": run.session.id,
+                "type": "text",
+                "text": "",
+                "time": {"start": now},
+            }
+            run.text_part = part
+            self._store_part(message, part)
+        for chunk in _chunks(step.text, step.chunks):
+            if step.delay > 0:
+                await asyncio.sleep(step.delay)
+            run.text_buf.append(chunk)
+            self._emit(
+                "message.part.delta",
+                {
+                    "sessionID": run.session.id,
+                    "messageID": message.id,
+                    "partID": part["id"],
+                    "field": "text",
+                    "delta": chunk,
+                },
+            )
+
+    def _tool_start(
+        self,
+        run: _Run,
+        tool: str,
+        tool_input: Mapping[str, Any],
+        *,
+        title: str | None = None,
+        metadata: JSON | None = None,
+        child_id: str | None = None,
+        before_running: Callable[[], JSON] | None = None,
+    ) -> JSON:
+        message = self._ensure_step(run)
+        self._close_text(run)
+        run.had_tool = True
+        part_id = self._new_id("prt")
+        self._calls += 1
+        call_id = f"call_{self._calls}_0"
+        pending: JSON = {
+            "id": part_id,
+            "messageID": message.id,
+            "sessionID": run.session.id,
+            "type": "tool",
+            "tool": tool,
+            "callID": call_id,
+            "state": {"status": "pending", "input": {}, "raw": ""},
+        }
+        run.tools[part_id] = _ActiveTool(pending, child_id)
+        self._store_part(message, pending)
+        if before_running is not None:
+            metadata = before_running()
+        state: JSON = {"status": "running", "input": dict(tool_input), "time": {"start": _now_ms()}}
+        if title is not None:
+            state["title"] = title
+        if metadata is not None:
+            state["metadata"] = metadata
+        running = dict(pending)
+        running["state"] = state
+        run.tools[part_id] = _ActiveTool(running, child_id)
+        self._store_part(message, running)
+        return running
+
+    def _tool_end(self, run: _Run, part: JSON, state: JSON) -> None:
+        run.tools.pop(part["id"], None)
+        final = dict(part)
+        final["state"] = state
+        assert run.message is not None
+        self._store_part(run.message, final)
+
+    def _tool_completed(
+        self, run: _Run, part: JSON, output: str, title: str, metadata: JSON
+    ) -> None:
+        running = part["state"]
+        state: JSON = {
+            "status": "completed",
+            "input": running["input"],
+            "output": output,
+            "metadata": metadata,
+            "title": title,
+            "time": {"start": running["time"]["start"], "end": _now_ms()},
+        }
+        self._tool_end(run, part, state)
+
+    def _tool_error(self, run: _Run, part: JSON, error: str, metadata: JSON | None) -> None:
+        running = part["state"]
+        state: JSON = {"status": "error", "input": running.get("input", {}), "error": error}
+        if metadata is not None:
+            state["metadata"] = metadata
+        now = _now_ms()
+        state["time"] = {"start": running.get("time", {}).get("start", now), "end": now}
+        self._tool_end(run, part, state)
+
+    @staticmethod
+    def _default_title(step: Tool) -> str:
+        if step.title is not None:
+            return step.title
+        for key in ("command", "filePath", "path", "pattern", "description"):
+            value = step.input.get(key)
+            if isinstance(value, str):
+                return value
+        return step.tool
+
+    async def _run_tool_body(self, run: _Run, part: JSON, step: Tool) -> None:
+        if step.duration == math.inf:
+            await asyncio.get_running_loop().create_future()
+        elif step.duration > 0:
+            await asyncio.sleep(step.duration)
+        if step.error is not None:
+            self._tool_error(run, part, step.error, dict(step.metadata) if step.metadata else None)
+            return
+        output = step.output if step.output is not None else ""
+        metadata: JSON = {}
+        if step.tool == "bash":
+            metadata = {"output": output, "exit": 0, "truncated": False}
+        elif step.tool == "read":
+            metadata = {"preview": output[:200], "truncated": False}
+        if step.metadata:
+            metadata.update(step.metadata)
+        self._tool_completed(run, part, output, self._default_title(step), metadata)
+
+    async def _do_tool(self, run: _Run, step: Tool) -> None:
+        part = self._tool_start(run, step.tool, step.input)
+        await asyncio.sleep(0)
+        await self._run_tool_body(run, part, step)
+
+    async def _do_task(self, run: _Run, step: Task) -> None:
+        parent = run.session
+        prompt_text = step.prompt or f"{step.description} [[script:{step.script}]]"
+        tool_input = {
+            "description": step.description,
+            "prompt": prompt_text,
+            "subagent_type": step.subagent_type,
+        }
+        child_box: list[FakeSession] = []
+
+        def create_child() -> JSON:
+            # The child exists before the part turns running (same tick as on the real server).
+            child = self._create_session(
+                parent.id,
+                f"{step.description} (@{step.subagent_type} subagent)",
+                agent=step.subagent_type,
+            )
+            child_box.append(child)
+            return {
+                "parentSessionId": parent.id,
+                "sessionId": child.id,
+                "model": {"modelID": run.prompt.model_id, "providerID": run.prompt.provider_id},
+            }
+
+        part = self._tool_start(
+            run, "task", tool_input, title=step.description, before_running=create_child
+        )
+        child = child_box[0]
+        metadata: JSON = part["state"]["metadata"]
+        run.tools[part["id"]].child_id = child.id
+        child_prompt = self._enqueue_prompt(
+            child,
+            prompt_text,
+            script=step.script,
+            agent=step.subagent_type,
+            provider_id=run.prompt.provider_id,
+            model_id=run.prompt.model_id,
+            want_result=True,
+        )
+        assert child_prompt.future is not None
+        result = await asyncio.shield(child_prompt.future)
+        part = run.tools[part["id"]].part
+        if result.outcome == "completed":
+            output = (
+                f"task_id: {child.id} (for resuming to continue this task if needed)\n\n"
+                f"<task_result>\n{result.text}\n</task_result>"
+            )
+            self._tool_completed(run, part, output, step.description, metadata)
+        elif result.outcome == "aborted":
+            self._tool_error(run, part, "Task cancelled", metadata)
+        else:
+            error = result.error or {}
+            message_text = str(error.get("data", {}).get("message", "Task failed"))
+            self._tool_error(run, part, message_text, metadata)
+
+    async def _ask(self, run: _Run, kind: Literal["permission", "question"], payload: JSON) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        request_id = payload["id"]
+        self._requests_pending[request_id] = _PendingRequest(kind, run.session.id, payload, future)
+        run.session._pending.add(request_id)
+        self._emit(f"{kind}.asked", payload)
+        try:
+            return await future
+        finally:
+            self._requests_pending.pop(request_id, None)
+            run.session._pending.discard(request_id)
+
+    async def _do_permission(self, run: _Run, step: Permission) -> bool:
+        patterns = tuple(step.patterns)
+        tool = step.tool
+        if tool is None:
+            if step.permission == "bash":
+                tool_input: JSON = {"command": patterns[0] if patterns else "", "description": ""}
+            else:
+                tool_input = {"patterns": list(patterns)}
+            tool = Tool(step.permission, tool_input)
+        part = self._tool_start(run, tool.tool, tool.input)
+        key = (step.permission, patterns)
+        if key not in run.session._always:
+            payload: JSON = {
+                "id": self._new_id("per"),
+                "sessionID": run.session.id,
+                "permission": step.permission,
+                "patterns": list(patterns),
+                "metadata": dict(step.metadata or {}),
+                "always": list(step.always),
+                "tool": {"messageID": part["messageID"], "callID": part["callID"]},
+            }
+            active = run.tools[part["id"]]
+            active.asking = True
+            reply = await self._ask(run, "permission", payload)
+            active.asking = False
+            if reply == "reject":
+                self._tool_error(run, part, _PERMISSION_REJECTED, None)
+                return False
+            if reply == "always":
+                run.session._always.add(key)
+        await self._run_tool_body(run, part, tool)
+        return True
+
+    async def _do_question(self, run: _Run, step: Question) -> bool:
+        questions = [dict(q) for q in step.questions]
+        part = self._tool_start(run, "question", {"questions": questions})
+        payload: JSON = {
+            "id": self._new_id("que"),
+            "sessionID": run.session.id,
+            "questions": questions,
+            "tool": {"messageID": part["messageID"], "callID": part["callID"]},
+        }
+        answers = await self._ask(run, "question", payload)
+        if answers is None:
+            self._tool_error(run, part, _QUESTION_DISMISSED, None)
+            return False
+        pairs = ", ".join(
+            f'"{q.get("question", "")}"="{", ".join(a) if a else "Unanswered"}"'
+            for q, a in zip(questions, answers, strict=False)
+        )
+        output = (
+            f"User has answered your questions: {pairs}. "
+            "You can now continue with the user's answers in mind."
+        )
+        self._tool_completed(run, part, output, "Asked questions", {"answers": answers})
+        return True
+
+    def _blocked(self, run: _Run) -> _Result:
+        self._finish_step(run, "tool-calls")
+        return _Result("blocked", run.last_text, None, run.message.id if run.message else None)
+
+    def _fail(self, run: _Run, step: Fail) -> _Result:
+        self._close_text(run)
+        data: JSON = {"message": step.message}
+        if step.name == "APIError":
+            data["isRetryable"] = False
+        if step.data:
+            data.update(step.data)
+        error: JSON = {"name": step.name, "data": data}
+        message = run.message
+        if message is not None:
+            info = dict(message.info)
+            info["time"] = {"created": info["time"]["created"], "completed": _now_ms()}
+            info["error"] = error
+            self._store_message(run.session, message, info)
+        self._emit("session.error", {"sessionID": run.session.id, "error": error})
+        return _Result("failed", run.last_text, error, message.id if message else None)
+
+    async def _cleanup_aborted(self, run: _Run) -> _Result:
+        session = run.session
+        # Task children go first, like on the real server.
+        for active in list(run.tools.values()):
+            if active.child_id is not None and active.child_id in self._sessions:
+                await self._abort_session(self._sessions[active.child_id])
+        self._drop_pending(session)
+        self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
+        self._set_idle(session)
+        message = run.message
+        if message is not None:
+            self._close_text(run)
+            for active in list(run.tools.values()):
+                part = active.part
+                state = part["state"]
+                if state["status"] == "pending":
+                    self._tool_error(run, part, _TOOL_ABORTED, {"interrupted": True})
+                elif part["tool"] == "bash" and not active.asking:
+                    title = str(state["input"].get("command", "bash"))
+                    metadata: JSON = {
+                        "output": _BASH_ABORTED_OUTPUT,
+                        "exit": None,
+                        "truncated": False,
+                    }
+                    self._tool_completed(run, part, _BASH_ABORTED_OUTPUT, title, metadata)
+                else:
+                    metadata = {**state.get("metadata", {}), "interrupted": True}
+                    self._tool_error(run, part, _TOOL_ABORTED, metadata)
+            info = dict(message.info)
+            info["time"] = {"created": info["time"]["created"], "completed": _now_ms()}
+            info["error"] = _ABORTED_ERROR
+            self._store_message(session, message, info)
+            self._set_idle(session)
+        return _Result("aborted", run.last_text, _ABORTED_ERROR, message.id if message else None)
+
+    def _drop_pending(self, session: FakeSession) -> None:
+        for request_id in list(session._pending):
+            pending = self._requests_pending.pop(request_id, None)
+            if pending is not None and not pending.future.done():
+                pending.future.cancel()
+        session._pending.clear()
+
+    async def _abort_session(self, session: FakeSession) -> None:
+        if session._aborting is not None:
+            await asyncio.shield(session._aborting)
+            return
+        runner = session._runner
+        if runner is None or runner.done():
+            self._drop_pending(session)
+            if session.status["type"] == "busy":
+                self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
+            self._set_idle(session)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        session._aborting = done
+        self._drop_queue(session)
+        try:
+            runner.cancel()
+            await asyncio.wait({runner})
+            if runner.cancelled():
+                # Cancelled before its first step ran: clean up here.
+                self._drop_queue(session)
+                session._run = None
+                session._runner = None
+                self._drop_pending(session)
+                self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
+                self._set_idle(session)
+        finally:
+            session._aborting = None
+            done.set_result(None)
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
+        loop = asyncio.get_running_loop()
+        method = request.method.upper()
+        path = request.url.path
+        is_stream = method == "GET" and path == "/event"
+        session_id = None
+        if path.startswith("/session/"):
+            segment = path.split("/", 3)[2]
+            if segment and segment != "status":
+                session_id = segment
+        record = RecordedRequest(method, path, session_id, loop.time())
+        self.requests.append(record)
+        if not is_stream:
+            self.in_flight += 1
+            if self.in_flight > self.max_in_flight:
+                self.max_in_flight = self.in_flight
+        self._notify()
+        try:
+            if self._closed:
+                raise httpx.ConnectError("fake OpenCode server is closed", request=request)
+            response: httpx.Response | None = None
+            for hook in list(self._hooks):
+                if hook.matches(method, path):
+                    hook.calls += 1
+                    response = await hook.handler(request)
+                    if response is not None:
+                        break
+            if response is None:
+                if self._closed:
+                    raise httpx.ConnectError("fake OpenCode server is closed", request=request)
+                if not is_stream:
+                    delay = self.latency
+                    if self.jitter > 0:
+                        delay += self._latency_rng.uniform(0, self.jitter)
+                    await asyncio.sleep(max(0.0, delay))
+                response = await self._route(request, method, path)
+            record.status = response.status_code
+            return response
+        finally:
+            record.ended_at = loop.time()
+            if not is_stream:
+                self.in_flight -= 1
+            self._notify()
+
+    def _authorized(self, request: httpx.Request) -> bool:
+        if self._auth is None:
+            return True
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() == "basic" and token.strip() in self._auth:
+            return True
+        query = parse_qs(request.url.query.decode())
+        return any(t in self._auth for t in query.get("auth_token", []))
+
+    async def _body(self, request: httpx.Request) -> JSON:
+        raw = await request.aread()
+        if not raw:
+            return {}
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise _HttpError(_bad_request("Malformed JSON in request body")) from None
+        if not isinstance(body, dict):
+            raise _HttpError(_bad_request("Expected a JSON object"))
+        return body
+
+    async def _route(self, request: httpx.Request, method: str, path: str) -> httpx.Response:
+        if not self._authorized(request):
+            return httpx.Response(
+                401,
+                content=b"Unauthorized",
+                headers={"www-authenticate": 'Basic realm="Secure Area"'},
+            )
+        parts = [p for p in path.split("/") if p]
+        try:
+            return await self._dispatch(request, method, parts)
+        except _HttpError as exc:
+            return exc.response
+
+    async def _dispatch(
+        self, request: httpx.Request, method: str, parts: list[str]
+    ) -> httpx.Response:
+        n = len(parts)
+        head = parts[0] if parts else ""
+        if head == "global" and parts == ["global", "health"] and method == "GET":
+            return _json_response(200, {"healthy": True, "version": OPENCODE_VERSION})
+        if head == "event" and n == 1 and method == "GET":
+            return self._open_stream()
+        if head == "session":
+            if n == 1:
+                if method == "POST":
+                    return await self._post_session(request)
+                if method == "GET":
+                    return self._list_sessions(request)
+            elif n == 2 and parts[1] == "status" and method == "GET":
+                return _json_response(200, self._non_idle)
+            elif n >= 2:
+                return await self._session_route(request, method, parts)
+        if head == "permission":
+            if n == 1 and method == "GET":
+                return self._list_pending("permission")
+            if n == 3 and parts[2] == "reply" and method == "POST":
+                body = await self._body(request)
+                return self._reply_permission(parts[1], body.get("reply"))
+        if head == "question":
+            if n == 1 and method == "GET":
+                return self._list_pending("question")
+            if n == 3 and method == "POST" and parts[2] in ("reply", "reject"):
+                answers = None
+                if parts[2] == "reply":
+                    answers = (await self._body(request)).get("answers")
+                    if not isinstance(answers, list):
+                        return _bad_request("answers must be an array")
+                return self._reply_question(parts[1], parts[2], answers)
+        return httpx.Response(404, content=b"404 Not Found", headers={"content-type": "text/plain"})
+
+    async def _session_route(
+        self, request: httpx.Request, method: str, parts: list[str]
+    ) -> httpx.Response:
+        session_id = parts[1]
+        rest = parts[2:]
+        known = (
+            (not rest and method == "GET")
+            or (rest == ["children"] and method == "GET")
+            or (rest == ["abort"] and method == "POST")
+            or (rest == ["message"] and method in ("GET", "POST"))
+            or (len(rest) == 2 and rest[0] == "message" and method == "GET")
+            or (rest == ["prompt_async"] and method == "POST")
+            or (rest == ["revert"] and method == "POST")
+            or (len(rest) == 2 and rest[0] == "permissions" and method == "POST")
+        )
+        if not known:
+            return httpx.Response(404, content=b"404 Not Found")
+        if not session_id.startswith("ses"):
+            return _json_response(
+                500,
+                {
+                    "name": "UnknownError",
+                    "data": {
+                        "message": f'Invalid sessionID "{session_id}": expected a string '
+                        'starting with "ses"'
+                    },
+                },
+            )
+        if rest == ["abort"]:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                session.abort_count += 1
+                await self._abort_session(session)
+            return _json_response(200, True)
+        session = self._sessions.get(session_id)
+        if session is None:
+            return _not_found(f"Session not found: {session_id}")
+        if not rest:
+            return _json_response(200, session.info)
+        if rest == ["children"]:
+            children = self._sessions
+            return _json_response(200, [children[c].info for c in reversed(session._children)])
+        if rest[0] == "message":
+            if len(rest) == 2:
+                message = session._messages.get(rest[1])
+                if message is None:
+                    return _not_found(f"Message not found: {rest[1]}")
+                return _json_response(200, message.to_json())
+            if method == "GET":
+                return self._list_messages(request, session)
+            return await self._prompt(request, session, wait=True)
+        if rest == ["prompt_async"]:
+            return await self._prompt(request, session, wait=False)
+        if rest == ["revert"]:
+            return await self._revert(request, session)
+        # legacy: POST /session/{id}/permissions/{permissionID} {response}
+        body = await self._body(request)
+        return self._reply_permission(rest[1], body.get("response"))
+
+    async def _post_session(self, request: httpx.Request) -> httpx.Response:
+        body = await self._body(request)
+        parent_id = body.get("parentID")
+        title = body.get("title")
+        if parent_id is not None and (
+            not isinstance(parent_id, str) or parent_id not in self._sessions
+        ):
+            return _not_found(f"Session not found: {parent_id}")
+        if title is not None and not isinstance(title, str):
+            return _bad_request("title must be a string")
+        session = self._create_session(parent_id, title)
+        return _json_response(200, session.info)
+
+    def _list_sessions(self, request: httpx.Request) -> httpx.Response:
+        query = parse_qs(request.url.query.decode())
+        roots = query.get("roots", ["false"])[0] == "true"
+        infos = [s.info for s in self._sessions.values() if not (roots and s.parent_id is not None)]
+        infos.sort(key=lambda info: info["time"]["updated"], reverse=True)
+        return _json_response(200, infos)
+
+    def _list_messages(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
+        messages = session._messages.values()
+        limit = parse_qs(request.url.query.decode()).get("limit")
+        if limit and limit[0].isdigit():
+            count = int(limit[0])
+            all_messages = list(messages)
+            return _json_response(
+                200, [m.to_json() for m in all_messages[max(0, len(all_messages) - count) :]]
+            )
+        return _json_response(200, [m.to_json() for m in messages])
+
+    async def _prompt(
+        self, request: httpx.Request, session: FakeSession, *, wait: bool
+    ) -> httpx.Response:
+        body = await self._body(request)
+        raw_parts = body.get("parts")
+        if not isinstance(raw_parts, list):
+            return _bad_request("parts must be an array")
+        text = "".join(
+            str(p.get("text", ""))
+            for p in raw_parts
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+        raw_model = body.get("model")
+        model: JSON = raw_model if isinstance(raw_model, dict) else {}
+        message_id = body.get("messageID")
+        if message_id is not None and (
+            not isinstance(message_id, str) or not message_id.startswith("msg")
+        ):
+            return _bad_request("messageID must start with 'msg'")
+        agent = body.get("agent")
+        prompt = self._enqueue_prompt(
+            session,
+            text,
+            message_id=message_id,
+            agent=agent if isinstance(agent, str) else "build",
+            provider_id=model.get("providerID"),
+            model_id=model.get("modelID"),
+            want_result=wait,
+        )
+        if not wait:
+            return httpx.Response(204)
+        assert prompt.future is not None
+        result = await asyncio.shield(prompt.future)
+        message = session._messages.get(result.message_id or "")
+        if message is None:
+            message = session._messages.get(prompt.user_message_id)
+        return _json_response(200, message.to_json() if message else {"info": {}, "parts": []})
+
+    async def _revert(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
+        body = await self._body(request)
+        message_id = body.get("messageID")
+        part_id = body.get("partID")
+        if not isinstance(message_id, str):
+            return _bad_request("messageID is required")
+        if session.busy:
+            return _json_response(
+                409,
+                {
+                    "_tag": "SessionBusyError",
+                    "sessionID": session.id,
+                    "message": f"Session {session.id} is busy",
+                },
+            )
+        ids = list(session._messages)
+        if message_id not in ids:
+            return _json_response(200, session.info)
+        index = ids.index(message_id)
+        target = session._messages[message_id]
+        if isinstance(part_id, str) and part_id in target._parts:
+            part_ids = list(target._parts)
+            for pid in part_ids[part_ids.index(part_id) :]:
+                del target._parts[pid]
+                self._emit(
+                    "message.part.removed",
+                    {"sessionID": session.id, "messageID": message_id, "partID": pid},
+                )
+            index += 1
+        for mid in ids[index:]:
+            del session._messages[mid]
+            self._emit("message.removed", {"sessionID": session.id, "messageID": mid})
+        self._touch(session)
+        return _json_response(200, session.info)
+
+    def _list_pending(self, kind: str) -> httpx.Response:
+        return _json_response(
+            200, [r.payload for r in self._requests_pending.values() if r.kind == kind]
+        )
+
+    def _reply_permission(self, request_id: str, reply: Any) -> httpx.Response:
+        if reply not in ("once", "always", "reject"):
+            return _bad_request("reply must be one of once, always, reject")
+        pending = self._requests_pending.get(request_id)
+        if pending is None or pending.kind != "permission":
+            return _json_response(
+                404,
+                {
+                    "_tag": "PermissionNotFoundError",
+                    "requestID": request_id,
+                    "message": f"Permission request not found: {request_id}",
+                },
+            )
+        del self._requests_pending[request_id]
+        self._emit(
+            "permission.replied",
+            {"sessionID": pending.session_id, "requestID": request_id, "reply": reply},
+        )
+        if not pending.future.done():
+            pending.future.set_result(reply)
+        return _json_response(200, True)
+
+    def _reply_question(
+        self, request_id: str, action: str, answers: list[Any] | None
+    ) -> httpx.Response:
+        pending = self._requests_pending.get(request_id)
+        if pending is None or pending.kind != "question":
+            return _json_response(
+                404,
+                {
+                    "_tag": "QuestionNotFoundError",
+                    "requestID": request_id,
+                    "message": f"Question request not found: {request_id}",
+                },
+            )
+        del self._requests_pending[request_id]
+        if action == "reply":
+            self._emit(
+                "question.replied",
+                {"sessionID": pending.session_id, "requestID": request_id, "answers": answers},
+            )
+        else:
+            self._emit(
+                "question.rejected", {"sessionID": pending.session_id, "requestID": request_id}
+            )
+        if not pending.future.done():
+            pending.future.set_result(answers)
+        return _json_response(200, True)
+
+    def _open_stream(self) -> httpx.Response:
+        sub = _Subscriber()
+        self._subscribers.add(sub)
+        first = self._frame(self._envelope("server.connected", {}))
+        stream = _EventStream(self, sub, first, self.heartbeat)
+        self._notify()
+        return httpx.Response(
+            200,
+            stream=stream,
+            headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
+        )

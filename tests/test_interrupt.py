@@ -1,0 +1,402 @@
+"""Contract tests of ``interrupt_turn``: the whole tree stops, and what finished is kept."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapter import (
+    InvalidInputError,
+    OpenCodeAdapter,
+    RequestError,
+    TreeStopError,
+    TurnCancelledError,
+)
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
+from tests.adapter_support import Recorder
+
+T = "thread-1"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenCodeServer]:
+    server = FakeOpenCodeServer(seed=11)
+    yield server
+    await server.aclose()
+
+
+@pytest.fixture
+async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
+    async with OpenCodeAdapter(
+        fake.base_url, transport=fake.transport, abort_timeout=2.0, tree_timeout=2.0
+    ) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
+    recorder = Recorder(oc)
+    yield recorder
+    await recorder.close()
+
+
+def aborts(fake: FakeOpenCodeServer, sid: str) -> int:
+    return sum(1 for r in fake.requests if r.method == "POST" and r.path == f"/session/{sid}/abort")
+
+
+async def running_tree(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, *, then_hang: bool = False
+) -> tuple[str, str]:
+    """Root -> task child -> task grandchild (hanging).
+
+    With ``then_hang`` the root keeps working after its task is cancelled.
+    """
+    fake.script("grandchild", [Hang()])
+    fake.script("child", [Task("deeper", "grandchild")])
+    tail = [Hang()] if then_hang else []
+    fake.script(
+        "root",
+        [Tool("bash", {"command": "echo hi"}, output="hi\n"), Task("explore", "child"), *tail],
+    )
+    info = await oc.start_session(T)
+    turn = await oc.send_turn(T, "go [[script:root]]")
+    await rec.wait_for("child.started", lambda e: e.parent_id != info.session_id)
+    return info.session_id, turn.turn_id
+
+
+async def test_interrupt_stops_the_whole_tree_and_nothing_else(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, turn_id = await running_tree(oc, fake, rec)
+    api_child = fake.add_session(parent_id=root, busy=True)
+    unrelated = fake.add_session(busy=True)
+    unrelated_kid = fake.add_session(parent_id=unrelated, busy=True)
+    result = await oc.interrupt_turn(T, turn_id)
+    assert result.turn_id == turn_id
+    assert result.stop is not None and result.stop.ok
+    tree = set(result.stop.session_ids)
+    assert api_child in tree and root in tree and len(tree) == 4
+    assert all(not fake.sessions[s].busy for s in tree)
+    assert fake.sessions[unrelated].busy and fake.sessions[unrelated_kid].busy
+    touched = {r.session_id for r in fake.requests}
+    assert unrelated not in touched and unrelated_kid not in touched
+    aborted = await rec.wait_for("turn.aborted")
+    assert aborted.turn_id == turn_id and aborted.reason == "Interrupted by user."
+    assert aborted.partial is result.partial
+    [info] = oc.list_sessions()
+    assert info.status == "ready" and info.active_turn_id is None
+    await rec.settle()
+    assert rec.of("turn.completed", T) == []
+    assert fake.max_in_flight <= 8
+
+
+async def test_partial_result_keeps_what_finished(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script(
+        "work",
+        [
+            Tool("bash", {"command": "echo done"}, output="done\n"),
+            Text("partial answer so far"),
+            Tool("bash", {"command": "sleep 100"}, duration=float("inf")),
+        ],
+    )
+    await oc.start_session(T)
+    await oc.send_turn(T, "go [[script:work]]")
+    await rec.wait_for("item.updated", lambda e: e.input.get("command") == "sleep 100")
+    result = await oc.interrupt_turn(T)
+    partial = result.partial
+    assert "partial answer so far" in partial.text
+    by_command = {c.input.get("command"): c for c in partial.tool_calls}
+    assert (
+        by_command["echo done"].status == "completed" and by_command["echo done"].output == "done\n"
+    )
+    assert by_command["sleep 100"].status == "interrupted"
+    assert "done" in partial.to_prompt()
+
+
+async def test_concurrent_interrupts_share_one_abort(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, turn_id = await running_tree(oc, fake, rec)
+    hold = fake.hold("POST", f"/session/{root}/abort")
+    calls = [asyncio.create_task(oc.interrupt_turn(T, turn_id)) for _ in range(50)]
+    await hold.wait_started()
+    await asyncio.sleep(0.02)
+    hold.release()
+    results = await asyncio.gather(*calls)
+    assert all(r is results[0] for r in results)
+    assert aborts(fake, root) == 1
+    await rec.settle()
+    assert len(rec.of("turn.aborted", T)) == 1
+
+
+async def test_inactive_turn_id_is_a_noop_and_repeat_returns_at_once(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    _root, turn_id = await running_tree(oc, fake, rec)
+    before = len(fake.requests)
+    noop = await oc.interrupt_turn(T, "turn_not_this_one")
+    assert noop.stop is None and len(fake.requests) == before
+    first = await oc.interrupt_turn(T, turn_id)
+    count = len(fake.requests)
+    again = await oc.interrupt_turn(T, turn_id)
+    assert again is first and len(fake.requests) == count
+
+
+async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, _turn_id = await running_tree(oc, fake, rec)
+    hold = fake.hold("POST", f"/session/{root}/abort")
+    stop = asyncio.create_task(oc.interrupt_turn(T))
+    await hold.wait_started()
+    fake.emit("session.status", {"sessionID": root, "status": {"type": "idle"}})
+    fake.emit("session.idle", {"sessionID": root})
+    await asyncio.sleep(0.1)
+    assert rec.of("turn.completed", T) == []
+    assert oc.list_sessions()[0].status == "running"
+    hold.release()
+    await stop
+    await rec.settle()
+    assert [e.type for e in rec.events if e.type.startswith("turn.")] == [
+        "turn.started",
+        "turn.aborted",
+    ]
+
+
+async def test_failed_root_abort_keeps_the_turn_and_a_retry_works(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, turn_id = await running_tree(oc, fake, rec, then_hang=True)
+    refusal = fake.fail(
+        "POST",
+        f"/session/{root}/abort",
+        status=400,
+        times=None,
+        body={"name": "BadRequest", "data": {"message": "refused"}},
+    )
+    with pytest.raises(TreeStopError) as caught:
+        await oc.interrupt_turn(T)
+    assert caught.value.first_failure is not None and caught.value.first_failure.session_id == root
+    assert len(caught.value.report) == 3, "the walk ran even though the root abort failed"
+    [info] = oc.list_sessions()
+    assert info.status == "running" and info.active_turn_id == turn_id
+    assert rec.of("turn.aborted", T) == []
+    refusal.remove()
+    result = await oc.interrupt_turn(T)
+    assert result.turn_id == turn_id
+    await rec.wait_for("turn.aborted")
+
+
+async def test_idle_held_during_a_failed_stop_is_replayed(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    # The root abort fails, but the walk cancels the task child, so the root
+    # finishes its script: the idle held back during the stop completes the turn.
+    root, turn_id = await running_tree(oc, fake, rec)
+    fake.fail("POST", f"/session/{root}/abort", status=400, times=1)
+    with pytest.raises(TreeStopError):
+        await oc.interrupt_turn(T)
+    done = await rec.wait_for("turn.completed")
+    assert done.turn_id == turn_id and done.state == "completed"
+    assert rec.of("turn.aborted", T) == []
+
+
+async def test_failed_child_abort_fails_the_interrupt_after_every_attempt(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, turn_id = await running_tree(oc, fake, rec)
+    a = fake.add_session(parent_id=root, busy=True)
+    b = fake.add_session(parent_id=root, busy=True)
+    fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
+    with pytest.raises(TreeStopError) as caught:
+        await oc.interrupt_turn(T)
+    assert caught.value.first_failure is not None and caught.value.first_failure.session_id == a
+    assert aborts(fake, b) == 1 and not fake.sessions[b].busy
+    assert oc.list_sessions()[0].active_turn_id == turn_id
+
+
+async def test_abort_timeout_releases_stop_and_send_waiters(fake: FakeOpenCodeServer) -> None:
+    async with OpenCodeAdapter(
+        fake.base_url, transport=fake.transport, abort_timeout=0.2, tree_timeout=0.2
+    ) as oc:
+        rec = Recorder(oc)
+        root, _ = await running_tree(oc, fake, rec)
+        hold = fake.hold("POST", f"/session/{root}/abort")
+        stop = asyncio.create_task(oc.interrupt_turn(T))
+        await hold.wait_started()
+        send = asyncio.create_task(oc.send_turn(T, "next"))
+        with pytest.raises(TreeStopError):
+            await stop
+        with pytest.raises(TreeStopError):
+            await send
+        hold.release()
+        fake.script("ok", [Text("ok")])
+        await oc.interrupt_turn(T)
+        await oc.send_turn(T, "works [[script:ok]]")
+        await rec.wait_for("turn.completed")
+        await rec.close()
+
+
+async def test_turnless_stop_still_aborts(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    info = await oc.start_session(T)
+    child = fake.add_session(parent_id=info.session_id, busy=True)
+    result = await oc.interrupt_turn(T)
+    assert result.turn_id is None and result.partial.is_empty
+    assert aborts(fake, info.session_id) == 1 and not fake.sessions[child].busy
+    await rec.settle()
+    assert rec.of("turn.aborted", T) == []
+
+
+async def test_send_waits_for_a_pending_stop_then_starts_a_new_turn(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, turn_id = await running_tree(oc, fake, rec)
+    child = fake.add_session(parent_id=root, busy=True)
+    hold = fake.hold("POST", f"/session/{child}/abort")
+    stop = asyncio.create_task(oc.interrupt_turn(T))
+    await hold.wait_started()
+    prompts_before = sum(1 for r in fake.requests if r.path.endswith("/prompt_async"))
+    fake.script("ok", [Text("next")])
+    send = asyncio.create_task(oc.send_turn(T, "next [[script:ok]]"))
+    await asyncio.sleep(0.05)
+    assert not send.done()
+    assert sum(1 for r in fake.requests if r.path.endswith("/prompt_async")) == prompts_before
+    [info] = oc.list_sessions()
+    assert info.status == "running" and info.active_turn_id == turn_id
+    hold.release()
+    await stop
+    nxt = await send
+    assert nxt.turn_id != turn_id
+    done = await rec.wait_for("turn.completed")
+    assert done.turn_id == nxt.turn_id
+
+
+async def test_genuine_error_during_a_stop_stays_visible(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, _turn_id = await running_tree(oc, fake, rec)
+    child = fake.add_session(parent_id=root, busy=True)
+    hold = fake.hold("POST", f"/session/{child}/abort")
+    stop = asyncio.create_task(oc.interrupt_turn(T))
+    await hold.wait_started()
+    fake.emit(
+        "session.error",
+        {"sessionID": root, "error": {"name": "APIError", "data": {"message": "quota"}}},
+    )
+    failed = await rec.wait_for("turn.completed")
+    assert failed.state == "failed" and failed.error == "quota"
+    assert (await rec.wait_for("runtime.error")).error_name == "APIError"
+    assert not stop.done(), "the stop still finishes the tree"
+    hold.release()
+    await stop
+    assert not fake.sessions[child].busy
+    await rec.settle()
+    assert rec.of("turn.aborted", T) == []
+
+
+async def test_prompt_in_flight_is_cancelled_by_the_stop(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    info = await oc.start_session(T)
+    hold = fake.hold("POST", "/session/{id}/prompt_async")
+    send = asyncio.create_task(oc.send_turn(T, "slow to accept"))
+    await hold.wait_started()
+    result = await oc.interrupt_turn(T)
+    with pytest.raises(TurnCancelledError):
+        await send
+    assert result.turn_id is not None
+    await rec.wait_for("turn.aborted")
+    hold.release()
+    fake.script("ok", [Text("fresh")])
+    await oc.send_turn(T, "again [[script:ok]]")
+    await rec.wait_for("turn.completed")
+    assert aborts(fake, info.session_id) == 1
+
+
+async def test_late_events_of_a_stopped_turn_are_suppressed(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("talk", [Text("before stop"), Hang()])
+    info = await oc.start_session(T)
+    await oc.send_turn(T, "go [[script:talk]]")
+    delta = await rec.wait_for("content.delta")
+    await oc.interrupt_turn(T)
+    await rec.settle()
+    count = len(rec.of("content.delta", T))
+    old_message = (
+        delta.raw["properties"].get("messageID") or delta.raw["properties"]["part"]["messageID"]
+    )
+    fake.emit(
+        "message.part.delta",
+        {
+            "sessionID": info.session_id,
+            "messageID": old_message,
+            "partID": delta.item_id,
+            "field": "text",
+            "delta": " late",
+        },
+    )
+    fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "busy"}})
+    fake.emit("session.idle", {"sessionID": info.session_id})
+    fake.emit(
+        "session.error",
+        {
+            "sessionID": info.session_id,
+            "error": {"name": "MessageAbortedError", "data": {"message": "Aborted"}},
+        },
+    )
+    fake.script("next", [Hang()])
+    await oc.send_turn(T, "next [[script:next]]")
+    await asyncio.sleep(0.1)
+    assert len(rec.of("content.delta", T)) == count
+    assert rec.of("turn.completed", T) == []
+    assert len(rec.of("turn.aborted", T)) == 1
+    assert oc.list_sessions()[0].status == "running"
+
+
+async def test_pending_requests_of_the_tree_are_resolved_as_cancelled(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("child", [Permission("edit", ["*.py"])])
+    fake.script("root", [Task("edit things", "child")])
+    await oc.start_session(T)
+    await oc.send_turn(T, "go [[script:root]]")
+    opened = await rec.wait_for("request.opened")
+    await oc.interrupt_turn(T)
+    resolved = await rec.wait_for("request.resolved")
+    assert resolved.request_id == opened.request_id and resolved.decision == "cancelled"
+    with pytest.raises(Exception, match="no pending request"):
+        await oc.respond_to_request(T, opened.request_id, "accept")
+
+
+async def test_stop_session_during_a_pending_stop(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    root, _ = await running_tree(oc, fake, rec)
+    child = fake.add_session(parent_id=root, busy=True)
+    hold = fake.hold("POST", f"/session/{child}/abort")
+    stop = asyncio.create_task(oc.interrupt_turn(T))
+    await hold.wait_started()
+    send = asyncio.create_task(oc.send_turn(T, "waiting"))
+    await asyncio.sleep(0.01)
+    closing = asyncio.create_task(oc.stop_session(T))
+    with pytest.raises(TurnCancelledError):
+        await send
+    hold.release()
+    await stop
+    await closing
+    await rec.settle()
+    assert len(rec.of("session.exited", T)) == 1
+
+
+async def test_interrupt_validates_the_thread(oc: OpenCodeAdapter) -> None:
+    with pytest.raises(Exception, match="no OpenCode session"):
+        await oc.interrupt_turn("missing")
+    with pytest.raises((InvalidInputError, RequestError)):
+        await oc.send_turn("missing", "")

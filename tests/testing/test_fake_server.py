@@ -1,0 +1,936 @@
+"""Behaviour of the in-process OpenCode emulation (``adapter.testing._fake_server``).
+
+Every test talks to the fake the way a client would: a plain ``httpx.AsyncClient``
+on ``fake.transport`` and ``httpx_sse.aconnect_sse`` for ``GET /event``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from httpx_sse import aconnect_sse
+
+from adapter.testing._fake_server import (
+    Fail,
+    FakeOpenCodeServer,
+    Hang,
+    Permission,
+    Question,
+    Task,
+    Text,
+    Tool,
+)
+
+BASE = "http://fake-opencode"
+ID_RE = re.compile(r"^ses_[0-9A-Za-z]{26}$")
+JSON = dict[str, Any]
+
+
+class EventLog:
+    """Reads ``GET /event`` in a background task and keeps every event."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.events: list[JSON] = []
+        self.error: BaseException | None = None
+        self.ended = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, fake: FakeOpenCodeServer) -> EventLog:
+        before = fake.stream_count
+        self._task = asyncio.create_task(self._read())
+        await fake.wait_until(lambda: fake.stream_count > before or self.ended.is_set())
+        await self.wait_for(lambda e: e["type"] == "server.connected")
+        return self
+
+    async def _read(self) -> None:
+        try:
+            async with aconnect_sse(self.client, "GET", "/event") as source:
+                async for sse in source.aiter_sse():
+                    self.events.append(json.loads(sse.data))
+        except httpx.HTTPError as exc:
+            self.error = exc
+        finally:
+            self.ended.set()
+
+    async def wait_for(self, check: Any, timeout: float = 2.0) -> JSON:
+        async with asyncio.timeout(timeout):
+            while True:
+                for event in self.events:
+                    if check(event):
+                        return event
+                await asyncio.sleep(0.001)
+
+    def of(self, session_id: str) -> list[JSON]:
+        return [e for e in self.events if e["properties"].get("sessionID") == session_id]
+
+    def types(self, session_id: str) -> list[str]:
+        return [e["type"] for e in self.of(session_id)]
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenCodeServer]:
+    server = FakeOpenCodeServer(seed=7)
+    yield server
+    await server.aclose()
+
+
+@pytest.fixture
+async def client(fake: FakeOpenCodeServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=fake.transport, base_url=BASE) as c:
+        yield c
+
+
+@pytest.fixture
+async def log(fake: FakeOpenCodeServer, client: httpx.AsyncClient) -> AsyncIterator[EventLog]:
+    events = await EventLog(client).start(fake)
+    yield events
+    await events.stop()
+
+
+async def new_session(client: httpx.AsyncClient, **body: Any) -> JSON:
+    response = await client.post("/session", json=body)
+    assert response.status_code == 200
+    data: JSON = response.json()
+    return data
+
+
+async def prompt(
+    client: httpx.AsyncClient, session_id: str, text: str, **extra: Any
+) -> httpx.Response:
+    body = {"parts": [{"type": "text", "text": text}], **extra}
+    return await client.post(f"/session/{session_id}/prompt_async", json=body)
+
+
+async def idle(fake: FakeOpenCodeServer, session_id: str) -> None:
+    await fake.wait_until(lambda: not fake.sessions[session_id].busy)
+
+
+def tool_parts(fake: FakeOpenCodeServer, session_id: str, tool: str) -> list[JSON]:
+    return [
+        part
+        for message in fake.sessions[session_id].messages
+        for part in message.parts
+        if part["type"] == "tool" and part["tool"] == tool
+    ]
+
+
+# --------------------------------------------------------------------- basics
+
+
+async def test_health(client: httpx.AsyncClient) -> None:
+    response = await client.get("/global/health")
+    assert response.status_code == 200
+    assert response.json() == {"healthy": True, "version": "1.18.34"}
+
+
+async def test_create_get_session_shapes(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    root = await new_session(client)
+    assert ID_RE.match(root["id"])
+    assert root["title"].startswith("New session - ")
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", root["title"].split(" - ")[1])
+    assert root["version"] == "1.18.34"
+    assert root["projectID"] and root["directory"] and root["slug"]
+    assert root["time"]["created"] == root["time"]["updated"]
+    assert "parentID" not in root
+
+    child = await new_session(client, parentID=root["id"])
+    assert child["parentID"] == root["id"]
+    assert child["title"].startswith("Child session - ")
+    titled = await new_session(client, title="hello")
+    assert titled["title"] == "hello"
+
+    got = await client.get(f"/session/{child['id']}")
+    assert got.status_code == 200
+    assert got.json() == child
+    await log.wait_for(lambda e: e["properties"].get("sessionID") == titled["id"])
+    assert log.types(root["id"]) == ["session.created", "session.updated"]
+    created = log.of(child["id"])[0]
+    assert created["id"].startswith("evt_")
+    assert created["properties"]["info"]["parentID"] == root["id"]
+
+
+async def test_not_found_and_bad_ids(client: httpx.AsyncClient) -> None:
+    missing = "ses_0000000000000000000000000"
+    response = await client.get(f"/session/{missing}")
+    assert response.status_code == 404
+    assert response.json() == {
+        "name": "NotFoundError",
+        "data": {"message": f"Session not found: {missing}"},
+    }
+    children = await client.get(f"/session/{missing}/children")
+    assert children.status_code == 404
+    assert children.json()["name"] == "NotFoundError"
+
+    for path in ("/session/nope", "/session/nope/children", "/session/nope/abort"):
+        method = "POST" if path.endswith("abort") else "GET"
+        bad = await client.request(method, path)
+        assert bad.status_code == 500, path
+        assert bad.json()["name"] == "UnknownError"
+
+    assert (await client.get("/no/such/route")).status_code == 404
+    assert (await client.delete("/global/health")).status_code == 404
+
+
+async def test_children_direct_only_and_not_creation_order(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    root = await new_session(client)
+    kids = [(await new_session(client, parentID=root["id"]))["id"] for _ in range(4)]
+    grandchild = await new_session(client, parentID=kids[0])
+    response = await client.get(f"/session/{root['id']}/children")
+    listed = [s["id"] for s in response.json()]
+    assert sorted(listed) == sorted(kids)
+    assert grandchild["id"] not in listed
+    assert listed != kids  # no defined order: callers must sort by time.created
+    again = [s["id"] for s in (await client.get(f"/session/{root['id']}/children")).json()]
+    assert again == listed  # ...but deterministic
+    assert fake.sessions[root["id"]].children == kids
+
+
+async def test_add_session_builds_trees_cheaply(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    started = time.perf_counter()
+    root = fake.add_session(title="root")
+    level = [root]
+    for _ in range(3):
+        level = [fake.add_session(parent_id=p) for p in level for _ in range(12)]
+    assert len(fake.sessions) == 1 + 12 + 144 + 1728
+    assert time.perf_counter() - started < 2.0
+    assert all(ID_RE.match(s) for s in level)
+    assert len(set(fake.sessions)) == len(fake.sessions)
+    children = (await client.get(f"/session/{root}/children")).json()
+    assert len(children) == 12
+    assert all(c["parentID"] == root for c in children)
+    with pytest.raises(KeyError):
+        fake.add_session(parent_id="ses_missing")
+
+
+# --------------------------------------------------------------------- status
+
+
+async def test_status_map_lists_only_non_idle(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    a = fake.add_session(busy=True)
+    b = fake.add_session()
+    c = fake.add_session()
+    assert (await client.get("/session/status")).json() == {a: {"type": "busy"}}
+    fake.set_busy(b, True)
+    retry = {"type": "retry", "attempt": 1, "message": "rate limited", "next": 1000}
+    fake.set_status(c, retry)
+    assert (await client.get("/session/status")).json() == {
+        a: {"type": "busy"},
+        b: {"type": "busy"},
+        c: retry,
+    }
+    fake.set_busy(a, False)
+    assert set((await client.get("/session/status")).json()) == {b, c}
+    await log.wait_for(lambda e: e["type"] == "session.idle")
+    assert log.types(a) == ["session.status", "session.idle"]
+    assert log.types(c) == ["session.status"]
+
+
+# --------------------------------------------------------------------- runs
+
+
+async def test_default_run_event_sequence_and_messages(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    sid = (await new_session(client))["id"]
+    response = await prompt(client, sid, "hello", messageID="msg_mine0001")
+    assert response.status_code == 204
+    assert (await client.get("/session/status")).json() == {sid: {"type": "busy"}}
+    await log.wait_for(lambda e: e["type"] == "session.idle")
+    types = log.types(sid)
+    assert types[types.index("message.updated") :] == [
+        "message.updated",  # user echo
+        "message.part.updated",
+        "session.updated",
+        "session.status",  # busy
+        "message.updated",  # assistant
+        "message.part.updated",  # step-start
+        "message.part.updated",  # text ""
+        "message.part.delta",
+        "message.part.updated",  # text with time.end
+        "message.part.updated",  # step-finish
+        "message.updated",  # finish + completed
+        "session.status",  # idle
+        "session.idle",
+    ]
+    echo = log.of(sid)[types.index("message.updated")]["properties"]["info"]
+    assert echo["id"] == "msg_mine0001"
+    assert echo["role"] == "user"
+
+    messages = (await client.get(f"/session/{sid}/message")).json()
+    assert [m["info"]["role"] for m in messages] == ["user", "assistant"]
+    user, assistant = messages
+    assert user["parts"][0]["text"] == "hello"
+    info = assistant["info"]
+    assert info["parentID"] == "msg_mine0001"
+    assert info["finish"] == "stop"
+    assert "completed" in info["time"]
+    assert [p["type"] for p in assistant["parts"]] == ["step-start", "text", "step-finish"]
+    text = assistant["parts"][1]
+    assert text["text"] == "ok"
+    assert "end" in text["time"]
+    one = await client.get(f"/session/{sid}/message/{info['id']}")
+    assert one.json() == assistant
+    assert (await client.get(f"/session/{sid}/message/msg_nope")).status_code == 404
+    assert (await client.get("/session/status")).json() == {}
+
+
+async def test_text_chunks_and_tool_steps(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script(
+        "work",
+        [
+            Text("Hello from ", chunks=2),
+            Text("fake LLM", chunks=2),
+            Tool("bash", {"command": "echo hi", "description": "say hi"}, output="hi\n"),
+            Tool("read", {"filePath": "/x"}, error="File not found: /x"),
+            Text("all done"),
+        ],
+    )
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "go [[script:work]]")
+    await log.wait_for(lambda e: e["type"] == "session.idle")
+    deltas = [e["properties"]["delta"] for e in log.of(sid) if e["type"] == "message.part.delta"]
+    assert "".join(deltas) == "Hello from fake LLMall done"
+    assert len(deltas) == 5
+
+    assistants = [m for m in fake.sessions[sid].messages if m.role == "assistant"]
+    assert [m.info["finish"] for m in assistants] == ["tool-calls", "stop"]
+    first = assistants[0].parts
+    assert [p["type"] for p in first] == ["step-start", "text", "tool", "tool", "step-finish"]
+    assert first[1]["text"] == "Hello from fake LLM"  # one text part per step
+    bash = first[2]["state"]
+    assert bash["status"] == "completed"
+    assert bash["output"] == "hi\n"
+    assert bash["title"] == "echo hi"
+    assert bash["metadata"] == {"output": "hi\n", "exit": 0, "truncated": False}
+    read = first[3]["state"]
+    assert read["status"] == "error"
+    assert read["error"] == "File not found: /x"
+    assert assistants[1].text == "all done"
+
+    bash_states = [
+        e["properties"]["part"]["state"]["status"]
+        for e in log.of(sid)
+        if e["type"] == "message.part.updated" and e["properties"]["part"].get("tool") == "bash"
+    ]
+    assert bash_states == ["pending", "running", "completed"]
+
+
+async def test_queued_prompt_runs_after_current(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("slow", [Text("one", chunks=3, delay=0.01)])
+    fake.script("fast", [Text("two")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:slow]]")
+    await prompt(client, sid, "[[script:fast]]")
+    assert fake.sessions[sid].queued_prompts == 1
+    await log.wait_for(lambda e: e["type"] == "session.idle")
+    texts = [m.text for m in fake.sessions[sid].messages if m.role == "assistant"]
+    assert texts == ["one", "two"]
+    assert log.types(sid).count("session.idle") == 1
+
+
+async def test_blocking_message_endpoint(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    fake.script("answer", [Text("forty-two")])
+    sid = (await new_session(client))["id"]
+    body = {"parts": [{"type": "text", "text": "q [[script:answer]]"}]}
+    response = await client.post(f"/session/{sid}/message", json=body)
+    assert response.status_code == 200
+    assert response.json()["info"]["role"] == "assistant"
+    assert response.json()["parts"][1]["text"] == "forty-two"
+
+
+async def test_fail_and_unknown_script(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("boom", [Text("partial"), Fail("APIError", "upstream 500", {"statusCode": 500})])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:boom]]")
+    error = await log.wait_for(lambda e: e["type"] == "session.error")
+    assert error["properties"]["error"] == {
+        "name": "APIError",
+        "data": {"message": "upstream 500", "isRetryable": False, "statusCode": 500},
+    }
+    await idle(fake, sid)
+    assistant = fake.sessions[sid].messages[-1]
+    assert assistant.info["error"]["name"] == "APIError"
+    assert assistant.text == "partial"
+
+    other = (await new_session(client))["id"]
+    await prompt(client, other, "[[script:missing]]")
+    unknown = await log.wait_for(
+        lambda e: e["type"] == "session.error" and e["properties"]["sessionID"] == other
+    )
+    assert "missing" in unknown["properties"]["error"]["data"]["message"]
+
+
+async def test_task_spawns_child_and_returns_its_text(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("child", [Text("child result")])
+    fake.script("root", [Task("child A", "child"), Text("root done")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:root]]")
+    await fake.wait_until(
+        lambda: fake.events[-1]["type"] == "session.idle" and not fake.sessions[sid].busy
+    )
+    (child_id,) = fake.sessions[sid].children
+    child = fake.sessions[child_id]
+    assert child.title == "child A (@general subagent)"
+    assert child.parent_id == sid
+    (task,) = tool_parts(fake, sid, "task")
+    assert task["state"]["status"] == "completed"
+    assert task["state"]["metadata"]["sessionId"] == child_id
+    assert "<task_result>\nchild result\n</task_result>" in task["state"]["output"]
+    # the child's session.created arrives right before the part turns running
+    types = [(e["type"], e["properties"].get("sessionID")) for e in log.events]
+    created = types.index(("session.created", child_id))
+    running = next(
+        i
+        for i, e in enumerate(log.events)
+        if e["type"] == "message.part.updated"
+        and e["properties"]["part"].get("state", {}).get("status") == "running"
+    )
+    assert created < running
+    assert log.events[running]["properties"]["part"]["state"]["metadata"]["sessionId"] == child_id
+
+
+# --------------------------------------------------------------------- abort
+
+
+async def test_abort_unknown_and_idle(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    unknown = await client.post("/session/ses_unknown000000000000000000/abort")
+    assert unknown.status_code == 200
+    assert unknown.json() is True
+    sid = fake.add_session()
+    for _ in range(2):
+        response = await client.post(f"/session/{sid}/abort")
+        assert response.json() is True
+    await log.wait_for(lambda e: len([x for x in log.of(sid) if x["type"] == "session.idle"]) == 2)
+    assert log.types(sid) == ["session.status", "session.idle"] * 2
+    assert fake.sessions[sid].abort_count == 2
+
+
+async def test_abort_busy_run_keeps_partial_output(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script(
+        "partial",
+        [
+            Tool("bash", {"command": "echo hi"}, output="hi\n"),
+            Text("partial answer", chunks=2),
+            Hang(),
+        ],
+    )
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "go [[script:partial]]")
+    await log.wait_for(
+        lambda e: e["type"] == "message.part.delta" and e["properties"]["delta"] == " answer"
+    )
+    mark = len(log.events)
+    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    # the abort answers after the cleanup: state is final already
+    assert not fake.sessions[sid].busy
+    await log.wait_for(
+        lambda e: log.types(sid)[-1] == "session.idle" and len(log.events) > mark + 6
+    )
+    after = [e["type"] for e in log.events[mark:]]
+    assert after == [
+        "session.error",
+        "session.status",
+        "session.idle",
+        "message.part.updated",
+        "message.updated",
+        "session.status",
+        "session.idle",
+    ]
+    assert log.events[mark]["properties"]["error"] == {
+        "name": "MessageAbortedError",
+        "data": {"message": "Aborted"},
+    }
+    messages = (await client.get(f"/session/{sid}/message")).json()
+    first, last = messages[1], messages[2]
+    assert first["info"]["finish"] == "tool-calls"
+    assert first["parts"][1]["state"]["output"] == "hi\n"
+    assert last["info"]["error"]["name"] == "MessageAbortedError"
+    assert "completed" in last["info"]["time"]
+    assert "finish" not in last["info"]
+    assert last["parts"][-1]["text"] == "partial answer"
+
+
+async def test_abort_running_tools(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+    fake.script("bash", [Tool("bash", {"command": "sleep 32"}, duration=float("inf"))])
+    fake.script("edit", [Tool("edit", {"filePath": "/a"}, duration=float("inf"))])
+    sh = (await new_session(client))["id"]
+    ed = (await new_session(client))["id"]
+    await prompt(client, sh, "[[script:bash]]")
+    await prompt(client, ed, "[[script:edit]]")
+    await fake.wait_until(
+        lambda: all(
+            tool_parts(fake, s, t) and tool_parts(fake, s, t)[0]["state"]["status"] == "running"
+            for s, t in ((sh, "bash"), (ed, "edit"))
+        )
+    )
+    await client.post(f"/session/{sh}/abort")
+    await client.post(f"/session/{ed}/abort")
+    bash = tool_parts(fake, sh, "bash")[0]["state"]
+    assert bash["status"] == "completed"
+    assert "User aborted the command" in bash["output"]
+    assert bash["metadata"]["exit"] is None
+    edit = tool_parts(fake, ed, "edit")[0]["state"]
+    assert edit["status"] == "error"
+    assert edit["error"] == "Tool execution aborted"
+    assert edit["metadata"]["interrupted"] is True
+
+
+async def test_abort_cascades_to_task_child_but_not_api_children(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("hang", [Text("child thinking..."), Hang()])
+    fake.script("root", [Task("child A", "hang")])
+    root = (await new_session(client))["id"]
+    api_child = (await new_session(client, parentID=root))["id"]
+    await prompt(client, api_child, "[[script:hang]]")
+    await prompt(client, root, "[[script:root]]")
+    await fake.wait_until(lambda: len(fake.sessions[root].children) == 2)
+    task_child = fake.sessions[root].children[1]
+    await fake.wait_until(lambda: fake.sessions[task_child].messages[-1].role == "assistant")
+    await asyncio.sleep(0.01)
+    status = (await client.get("/session/status")).json()
+    assert set(status) == {root, api_child, task_child}
+
+    await client.post(f"/session/{root}/abort")
+    assert (await client.get("/session/status")).json() == {api_child: {"type": "busy"}}
+    (task,) = tool_parts(fake, root, "task")
+    assert task["state"]["status"] == "error"
+    assert task["state"]["error"] == "Tool execution aborted"
+    assert task["state"]["metadata"]["interrupted"] is True
+    assert task["state"]["metadata"]["sessionId"] == task_child
+    child_msg = fake.sessions[task_child].messages[-1]
+    assert child_msg.info["error"]["name"] == "MessageAbortedError"
+    # the child is cancelled before the root
+    errors = [e["properties"]["sessionID"] for e in log.events if e["type"] == "session.error"]
+    assert errors == [task_child, root]
+    await client.post(f"/session/{api_child}/abort")
+    assert (await client.get("/session/status")).json() == {}
+
+
+async def test_aborting_only_the_child_lets_parent_continue(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    fake.script("hang", [Hang()])
+    fake.script("root", [Task("child", "hang"), Text("carried on")])
+    root = (await new_session(client))["id"]
+    await prompt(client, root, "[[script:root]]")
+    await fake.wait_until(lambda: bool(fake.sessions[root].children))
+    child = fake.sessions[root].children[0]
+    await fake.wait_until(lambda: fake.sessions[child].busy)
+    await client.post(f"/session/{child}/abort")
+    await idle(fake, root)
+    (task,) = tool_parts(fake, root, "task")
+    assert task["state"]["error"] == "Task cancelled"
+    assert fake.sessions[root].messages[-1].text == "carried on"
+
+
+async def test_abort_drops_queued_prompts_and_busy_flag_sessions(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("hang", [Hang()])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:hang]]")
+    await prompt(client, sid, "queued")
+    await client.post(f"/session/{sid}/abort")
+    await asyncio.sleep(0.01)
+    assert not fake.sessions[sid].busy
+    roles = [m.role for m in fake.sessions[sid].messages]
+    assert sorted(roles) == ["assistant", "user", "user"]  # the queued prompt never ran
+
+    flagged = fake.add_session(busy=True)
+    await client.post(f"/session/{flagged}/abort")
+    await log.wait_for(
+        lambda e: e["type"] == "session.idle" and e["properties"]["sessionID"] == flagged
+    )
+    assert log.types(flagged) == ["session.error", "session.status", "session.idle"]
+
+
+# --------------------------------------------------------------------- permission / question
+
+
+async def test_permission_round_trip(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script(
+        "perm",
+        [
+            Permission("bash", ["rm -rf build"], tool=Tool("bash", {"command": "rm -rf build"})),
+            Text("ok"),
+        ],
+    )
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:perm]]")
+    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
+    props = asked["properties"]
+    assert props["id"].startswith("per_")
+    assert props["sessionID"] == sid
+    assert props["permission"] == "bash"
+    assert props["patterns"] == ["rm -rf build"]
+    assert props["metadata"] == {}
+    assert props["always"] == []
+    assert [p["id"] for p in (await client.get("/permission")).json()] == [props["id"]]
+    assert fake.sessions[sid].busy
+
+    reply = await client.post(f"/permission/{props['id']}/reply", json={"reply": "once"})
+    assert reply.status_code == 200
+    assert reply.json() is True
+    replied = await log.wait_for(lambda e: e["type"] == "permission.replied")
+    assert replied["properties"] == {"sessionID": sid, "requestID": props["id"], "reply": "once"}
+    await idle(fake, sid)
+    assert tool_parts(fake, sid, "bash")[0]["state"]["status"] == "completed"
+    again = await client.post(f"/permission/{props['id']}/reply", json={"reply": "once"})
+    assert again.status_code == 404
+
+
+async def test_permission_reject_stops_run(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("perm", [Permission("edit", ["src/*"]), Text("never")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:perm]]")
+    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
+    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
+    await idle(fake, sid)
+    state = tool_parts(fake, sid, "edit")[0]["state"]
+    assert state["status"] == "error"
+    assert "rejected" in state["error"]
+    assert "never" not in "".join(m.text for m in fake.sessions[sid].messages)
+    assert "session.error" not in log.types(sid)
+
+
+async def test_abort_drops_pending_permission_silently(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("perm", [Permission("bash", ["ls"])])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:perm]]")
+    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
+    await client.post(f"/session/{sid}/abort")
+    assert (await client.get("/permission")).json() == []
+    late = await client.post(
+        f"/permission/{asked['properties']['id']}/reply", json={"reply": "once"}
+    )
+    assert late.status_code == 404
+    await log.wait_for(lambda e: e["type"] == "session.idle")
+    assert "permission.replied" not in log.types(sid)
+    assert tool_parts(fake, sid, "bash")[0]["state"]["metadata"]["interrupted"] is True
+
+
+async def test_question_reply_and_reject(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    questions = [
+        {
+            "question": "Which color?",
+            "header": "Color",
+            "options": [
+                {"label": "red", "description": "warm"},
+                {"label": "blue", "description": "cold"},
+            ],
+        }
+    ]
+    fake.script("ask", [Question(questions), Text("thanks")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:ask]]")
+    asked = await log.wait_for(lambda e: e["type"] == "question.asked")
+    qid = asked["properties"]["id"]
+    assert qid.startswith("que_")
+    assert asked["properties"]["questions"] == questions
+    assert asked["properties"]["sessionID"] == sid
+    response = await client.post(f"/question/{qid}/reply", json={"answers": [["blue"]]})
+    assert response.json() is True
+    replied = await log.wait_for(lambda e: e["type"] == "question.replied")
+    assert replied["properties"] == {"sessionID": sid, "requestID": qid, "answers": [["blue"]]}
+    await idle(fake, sid)
+    state = tool_parts(fake, sid, "question")[0]["state"]
+    assert state["status"] == "completed"
+    assert "blue" in state["output"]
+    assert fake.sessions[sid].messages[-1].text == "thanks"
+
+    await prompt(client, sid, "[[script:ask]]")
+    second = await log.wait_for(
+        lambda e: e["type"] == "question.asked" and e["properties"]["id"] != qid
+    )
+    rejected = await client.post(f"/question/{second['properties']['id']}/reject")
+    assert rejected.json() is True
+    await log.wait_for(lambda e: e["type"] == "question.rejected")
+    await idle(fake, sid)
+    assert tool_parts(fake, sid, "question")[-1]["state"]["status"] == "error"
+    assert (await client.post("/question/que_nope/reject")).status_code == 404
+
+
+# --------------------------------------------------------------------- revert
+
+
+async def test_revert(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+    fake.script("hang", [Hang()])
+    sid = (await new_session(client))["id"]
+    for text in ("one", "two"):
+        await prompt(client, sid, text)
+        await idle(fake, sid)
+    second_user = fake.sessions[sid].messages[2].id
+    await prompt(client, sid, "[[script:hang]]")
+    busy = await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
+    assert busy.status_code == 409
+    await client.post(f"/session/{sid}/abort")
+    response = await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
+    assert response.status_code == 200
+    assert response.json()["id"] == sid
+    remaining = (await client.get(f"/session/{sid}/message")).json()
+    texts = ["".join(p.get("text", "") for p in m["parts"]) for m in remaining]
+    assert texts == ["one", "ok"]
+
+
+# --------------------------------------------------------------------- auth
+
+
+async def test_basic_auth() -> None:
+    async with FakeOpenCodeServer(password="s3cret") as fake:
+        async with httpx.AsyncClient(transport=fake.transport, base_url=BASE) as anon:
+            for path in ("/global/health", "/event", "/session/status"):
+                assert (await anon.get(path)).status_code == 401, path
+        wrong = httpx.BasicAuth("opencode", "nope")
+        async with httpx.AsyncClient(transport=fake.transport, base_url=BASE, auth=wrong) as bad:
+            assert (await bad.get("/global/health")).status_code == 401
+        good = httpx.BasicAuth("opencode", "s3cret")
+        async with httpx.AsyncClient(transport=fake.transport, base_url=BASE, auth=good) as ok:
+            assert (await ok.get("/global/health")).status_code == 200
+            assert (await ok.post("/session", json={})).status_code == 200
+        token = base64.b64encode(b"opencode:s3cret").decode()
+        async with httpx.AsyncClient(transport=fake.transport, base_url=BASE) as query:
+            health = await query.get("/global/health", params={"auth_token": token})
+            assert health.status_code == 200
+
+
+# --------------------------------------------------------------------- stats & hooks
+
+
+async def test_latency_and_in_flight_accounting() -> None:
+    async with FakeOpenCodeServer(latency=0.05, jitter=0.01, seed=1) as fake:
+        sid = fake.add_session()
+        async with httpx.AsyncClient(transport=fake.transport, base_url=BASE) as client:
+            started = time.perf_counter()
+            responses = await asyncio.gather(
+                *(client.get(f"/session/{sid}") for _ in range(6)),
+                client.post(f"/session/{sid}/abort"),
+            )
+            elapsed = time.perf_counter() - started
+        assert all(r.status_code == 200 for r in responses)
+        assert 0.05 <= elapsed < 0.5  # concurrent, not serialised
+        assert fake.max_in_flight == 7
+        assert fake.in_flight == 0
+        assert len(fake.requests) == 7
+        for record in fake.requests:
+            assert record.session_id == sid
+            assert record.status == 200
+            assert record.ended_at is not None
+            assert 0.05 <= record.ended_at - record.started_at < 0.5
+        assert [r.path for r in fake.requests].count(f"/session/{sid}/abort") == 1
+        fake.reset_stats()
+        assert fake.requests == []
+        assert fake.max_in_flight == 0
+
+
+async def test_hold_and_release(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+    sid = fake.add_session(busy=True)
+    hold = fake.hold("POST", "/session/{id}/abort")
+    pending = asyncio.create_task(client.post(f"/session/{sid}/abort"))
+    await hold.wait_started()
+    assert fake.in_flight == 1
+    assert fake.sessions[sid].busy  # not handled while held
+    other = await client.get(f"/session/{sid}")  # other routes are not held
+    assert other.status_code == 200
+    hold.release()
+    response = await pending
+    assert response.json() is True
+    assert not fake.sessions[sid].busy
+    assert len(hold.requests) == 1
+
+
+async def test_fail_and_custom_hooks(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+    sid = fake.add_session()
+    fake.fail("GET", "/session/{id}/children", status=503, times=2)
+    codes = [(await client.get(f"/session/{sid}/children")).status_code for _ in range(3)]
+    assert codes == [503, 503, 200]
+
+    fake.fail("GET", "/session/status", status=200, times=1, body=b"{not json")
+    with pytest.raises(json.JSONDecodeError):
+        (await client.get("/session/status")).json()
+
+    async def refuse(request: httpx.Request) -> httpx.Response | None:
+        raise httpx.ConnectError("refused", request=request)
+
+    hook = fake.on("*", "/global/*", refuse)
+    with pytest.raises(httpx.ConnectError):
+        await client.get("/global/health")
+    assert fake.requests[-1].status is None
+    assert hook.calls == 1
+    hook.remove()
+    assert (await client.get("/global/health")).status_code == 200
+
+    async def timeout_once(request: httpx.Request) -> httpx.Response | None:
+        if request.url.path.endswith("/abort"):
+            raise httpx.ReadTimeout("slow", request=request)
+        return None
+
+    fake.on("POST", "/session/{id}/{action}", timeout_once)
+    with pytest.raises(httpx.ReadTimeout):
+        await client.post(f"/session/{sid}/abort")
+    assert fake.sessions[sid].abort_count == 0
+
+
+# --------------------------------------------------------------------- event stream
+
+
+async def test_event_stream_fan_out_no_replay_and_raw(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    first = await EventLog(client).start(fake)
+    fake.emit("custom.one", {"n": 1})
+    second = await EventLog(client).start(fake)
+    fake.emit("custom.two", {"n": 2})
+    for log in (first, second):
+        await log.wait_for(lambda e: e["type"] == "custom.two")
+    assert [e["type"] for e in first.events] == ["server.connected", "custom.one", "custom.two"]
+    assert [e["type"] for e in second.events] == ["server.connected", "custom.two"]
+    assert all(e["id"].startswith("evt_") for e in first.events)
+
+    raw: list[str] = []
+    async with client.stream("GET", "/event") as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = response.aiter_lines()
+        raw.append(await anext(lines))
+        fake.emit_raw(b"data: {broken\n\n")
+        raw.append(await anext(lines))
+        raw.append(await anext(lines))
+        raw.append(await anext(lines))
+    assert json.loads(raw[0][len("data: ") :])["type"] == "server.connected"
+    assert raw[1:] == ["", "data: {broken", ""]
+    await fake.wait_until(lambda: fake.stream_count == 2)
+    await first.stop()
+    await second.stop()
+    await fake.wait_until(lambda: fake.stream_count == 0)
+
+
+async def test_drop_event_streams_and_reconnect(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    log = await EventLog(client).start(fake)
+    assert fake.drop_event_streams() == 1
+    await asyncio.wait_for(log.ended.wait(), 1)
+    assert isinstance(log.error, httpx.RemoteProtocolError)
+    fake.emit("missed", {})
+    again = await EventLog(client).start(fake)
+    fake.emit("seen", {})
+    await again.wait_for(lambda e: e["type"] == "seen")
+    assert [e["type"] for e in again.events] == ["server.connected", "seen"]
+    assert fake.drop_event_streams(error=False) == 1
+    await asyncio.wait_for(again.ended.wait(), 1)
+    assert again.error is None
+
+
+async def test_heartbeat() -> None:
+    async with FakeOpenCodeServer(heartbeat=0.01) as fake, fake.client() as client:
+        log = await EventLog(client).start(fake)
+        await log.wait_for(lambda e: e["type"] == "server.heartbeat")
+        await log.stop()
+
+
+async def test_wait_helpers(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+    mark = fake.event_count
+    sid = (await new_session(client))["id"]
+    created = await fake.wait_for_event(
+        "session.created", lambda e: e["properties"]["sessionID"] == sid, since=mark
+    )
+    assert created["properties"]["info"]["id"] == sid
+    with pytest.raises(TimeoutError):
+        await fake.wait_for_event("session.created", timeout=0.05)
+    waiter = asyncio.create_task(fake.wait_for_event("session.idle"))
+    await asyncio.sleep(0)
+    await prompt(client, sid, "hi")
+    idle_event = await waiter
+    assert idle_event["properties"] == {"sessionID": sid}
+    with pytest.raises(TimeoutError):
+        await fake.wait_until(lambda: False, timeout=0.05)
+
+
+# --------------------------------------------------------------------- close
+
+
+async def test_close_is_clean() -> None:
+    before = asyncio.all_tasks()
+    fake = FakeOpenCodeServer()
+    fake.script("hang", [Text("..."), Hang()])
+    fake.script("root", [Task("kid", "hang")])
+    client = httpx.AsyncClient(transport=fake.transport, base_url=BASE)
+    log = await EventLog(client).start(fake)
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:root]]")
+    await fake.wait_until(lambda: len(fake.sessions) == 2 and fake.stream_count == 1)
+    held = fake.hold("GET", "/session/status")
+    status = asyncio.create_task(client.get("/session/status"))
+    await held.wait_started()
+
+    await fake.aclose()
+    await asyncio.wait_for(log.ended.wait(), 1)
+    assert log.error is None  # the stream ended cleanly
+    with pytest.raises(httpx.ConnectError):
+        await status
+    with pytest.raises(httpx.ConnectError):
+        await client.get("/global/health")
+    await fake.aclose()  # idempotent
+    await log.stop()
+    await client.aclose()
+    await asyncio.sleep(0)
+    assert asyncio.all_tasks() - before == set()
+
+
+async def test_abort_right_after_prompt_then_prompt_again(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("hang", [Hang()])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:hang]]")
+    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    assert not fake.sessions[sid].busy
+    await log.wait_for(lambda e: e["type"] == "session.error")
+    await prompt(client, sid, "again")
+    await idle(fake, sid)
+    assert fake.sessions[sid].messages[-1].text == "ok"
+    assert (await client.get("/session/status")).json() == {}
