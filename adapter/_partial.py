@@ -96,15 +96,6 @@ def _cut_utf8(data: bytes, limit: int) -> bytes:
     return data[:cut]
 
 
-def _bound_text(value: str, limit: int) -> tuple[str, bool]:
-    """``value`` cut to ``limit`` UTF-8 bytes plus a visible marker, and whether it was cut."""
-    data = _utf8(value)
-    if len(data) <= limit:
-        return value, False
-    kept = _cut_utf8(data, limit)
-    return kept.decode("utf-8") + _marker(len(data) - len(kept)), True
-
-
 # --------------------------------------------------------------------------
 # Public result types
 # --------------------------------------------------------------------------
@@ -552,6 +543,33 @@ class _MessageState:
 class _SessionState:
     parent_id: str | None
     messages: dict[str, _MessageState] = field(default_factory=dict)
+
+
+def _join_bounded(slots: Sequence[_Slot], limit: int) -> tuple[str, bool]:
+    """The slots' texts joined by newlines, at most ``limit`` bytes of content.
+
+    Markers are not content: a part cut on its own keeps its marker inline,
+    and where the joined text runs out of room, one marker counts every byte
+    left out from there on.
+    """
+    pieces: list[str] = []
+    room = limit
+    cut = False
+    for index, slot in enumerate(slots):
+        data = (b"\n" if index else b"") + bytes(slot.data)
+        if len(data) <= room:
+            room -= len(data)
+            pieces.append(data.decode("utf-8", "replace"))
+            if slot.dropped:
+                pieces.append(_marker(slot.dropped))
+                cut = True
+            continue
+        kept = _cut_utf8(data, room)
+        rest = sum(s.full_size + 1 for s in slots[index + 1 :])
+        pieces.append(kept.decode("utf-8", "replace"))
+        pieces.append(_marker(len(data) - len(kept) + slot.dropped + rest))
+        return "".join(pieces), True
+    return "".join(pieces), cut
 
 
 class _Skip(ValueError):
@@ -1015,8 +1033,8 @@ class PartialCollector:
     def _session_result(
         self, session_id: str, state: _SessionState
     ) -> tuple[str, str, list[ToolCallResult], bool]:
-        texts: list[str] = []
-        reasoning: list[str] = []
+        texts: list[_Slot] = []
+        reasoning: list[_Slot] = []
         calls: list[ToolCallResult] = []
         truncated = False
         for message_id in sorted(state.messages):
@@ -1030,13 +1048,13 @@ class PartialCollector:
                     if not (known_assistant or part.assistant_hint) or not part.body.full_size:
                         continue
                     truncated = truncated or part.body.dropped > 0
-                    (texts if part.kind == "text" else reasoning).append(part.body.render())
+                    (texts if part.kind == "text" else reasoning).append(part.body)
                 else:
                     call = self._call_result(session_id, part)
                     truncated = truncated or call.truncated
                     calls.append(call)
-        text, cut_text = _bound_text("\n".join(texts), self._max_output)
-        thought, cut_thought = _bound_text("\n".join(reasoning), self._max_output)
+        text, cut_text = _join_bounded(texts, self._max_output)
+        thought, cut_thought = _join_bounded(reasoning, self._max_output)
         return text, thought, calls, truncated or cut_text or cut_thought
 
     def _call_result(self, session_id: str, part: _ToolPart) -> ToolCallResult:

@@ -23,7 +23,7 @@ from adapter._models import Message
 from adapter._partial import PartialCollector, PartialResult, ToolCallResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
-MARKER = re.compile(r"\n…\[truncated (\d+) bytes\]$")
+MARKER = re.compile(r"\n…\[truncated (\d+) bytes\]")
 
 Event = dict[str, Any]
 
@@ -161,7 +161,7 @@ def turn_collector(**options: Any) -> PartialCollector:
 
 
 def body_bytes(value: str) -> int:
-    """UTF-8 size of a stored string without its truncation marker."""
+    """UTF-8 size of a stored string without its truncation markers."""
     return len(MARKER.sub("", value).encode("utf-8"))
 
 
