@@ -617,6 +617,16 @@ class PartialCollector:
     any other session of the tree (subagents started during the turn) every
     message counts.
 
+    Bounds, so a runaway tool or a hostile stream cannot exhaust memory:
+    each stored output, error, text part and tool input is cut at
+    ``max_output_bytes`` (UTF-8 safe, with a ``…[truncated N bytes]``
+    marker); all of them together never exceed ``max_total_bytes`` (default
+    16 times ``max_output_bytes``), after which new content is kept as a marker
+    only; a replaced snapshot (a running ``bash`` call's growing output)
+    gives its bytes back. At most ``max_calls`` tool calls are tracked, and
+    as many text parts, messages and sessions; what does not fit makes the
+    result ``truncated``.
+
     Not thread-safe; meant to be driven from one asyncio task (the event
     loop's consumer). Nothing it does blocks or awaits.
     """

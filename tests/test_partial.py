@@ -580,8 +580,9 @@ def test_messages_of_an_earlier_turn_of_the_root_are_excluded() -> None:
     result = collector.result("t")
     assert [c.output for c in result.tool_calls] == ["new output"]
     assert result.text == "new text"
-    # Parts of the earlier turn were not even stored.
-    assert collector.held_bytes == collector._audit()
+    # Parts of the earlier turn and the prompt were not even stored.
+    stored_bytes = len("new output") + len("new text") + len('{"command": "x"}') + len("x")
+    assert collector.held_bytes == collector._audit() == stored_bytes
     assert b"old" not in json.dumps(result.to_dict()).encode()
 
 
