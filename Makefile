@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict -p adapter
 
 ## Everything CI runs: lint, types, and the whole test suite (real server included).
-test: $(STAMP) lint typecheck
+test: $(STAMP) opencode lint typecheck
 	$(BIN)/python -m pytest -q
 
 ## Tests without the real server (fast loop while developing).

@@ -110,13 +110,21 @@ def _walk_up(start: Path) -> Iterator[Path]:
     yield from start.parents
 
 
-def find_project_root() -> Path | None:
-    """Find the ``opencode-tree-adapter`` checkout from the cwd, or from this file."""
+def _project_roots() -> list[Path]:
+    roots: list[Path] = []
     for start in (Path.cwd(), Path(__file__).parent):
         for directory in _walk_up(start):
             if _is_project_root(directory):
-                return directory
-    return None
+                if directory not in roots:
+                    roots.append(directory)
+                break
+    return roots
+
+
+def find_project_root() -> Path | None:
+    """Find the ``opencode-tree-adapter`` checkout from the cwd, else from this file."""
+    roots = _project_roots()
+    return roots[0] if roots else None
 
 
 def find_opencode_binary(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -145,16 +153,15 @@ def find_opencode_binary(explicit: str | os.PathLike[str] | None = None) -> Path
             raise FileNotFoundError(
                 f"opencode binary from {label} not found or not executable: {path}; {hint}"
             )
-    root = find_project_root()
-    if root is not None:
-        candidate = root / _BINARY_IN_PROJECT
+    candidates = [root / _BINARY_IN_PROJECT for root in _project_roots()]
+    for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     on_path = shutil.which("opencode")
     if on_path:
         return Path(on_path).resolve()
-    where = f" (looked in {root / _BINARY_IN_PROJECT} and on PATH)" if root else " (looked on PATH)"
-    raise FileNotFoundError(f"opencode binary not found{where}; {hint}")
+    looked = ", ".join(str(c) for c in [*candidates, "PATH"])
+    raise FileNotFoundError(f"opencode binary not found (looked in {looked}); {hint}")
 
 
 def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -278,6 +285,7 @@ class RealOpenCodeServer:
         self._directory: Path | None = None
         self._log_path: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
         self._spawned_at = 0.0
         self._final_log = ""
         #: Whether stdout carried the "listening" line by the time health answered.
@@ -310,10 +318,10 @@ class RealOpenCodeServer:
 
     @property
     def pid(self) -> int:
-        """Process id (also the process group id) of the server."""
-        if self._process is None:
+        """Process id (also the process group id) of the server; kept after close."""
+        if self._pid is None:
             raise RuntimeError("RealOpenCodeServer is not started")
-        return self._process.pid
+        return self._pid
 
     @property
     def returncode(self) -> int | None:
@@ -432,6 +440,7 @@ class RealOpenCodeServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+            self._pid = self._process.pid
 
     def _wait_ready(self) -> None:
         assert self._process is not None

@@ -1,0 +1,49 @@
+"""Fixtures that run a real ``opencode serve`` against a scripted model.
+
+Both servers are session-scoped: starting OpenCode costs a few seconds. Tests
+that share them must use script names of their own (see ``unique_name``).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from adapter.testing._model_server import ScriptedModelServer
+from adapter.testing._real_server import RealOpenCodeServer
+
+
+@pytest.fixture(scope="session")
+def scripted_model() -> Iterator[ScriptedModelServer]:
+    """A scripted OpenAI-compatible model server shared by the whole session."""
+    with ScriptedModelServer() as model:
+        yield model
+
+
+@pytest.fixture(scope="session")
+def real_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A real OpenCode server (no password) whose only model is ``scripted_model``."""
+    with RealOpenCodeServer(scripted_model.base_url) as server:
+        yield server
+
+
+@pytest.fixture
+def opencode_http(real_server: RealOpenCodeServer) -> Iterator[httpx.Client]:
+    """A plain httpx client for ``real_server``."""
+    with httpx.Client(
+        base_url=real_server.base_url,
+        auth=real_server.auth,
+        timeout=10.0,
+        trust_env=False,
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A script-name prefix unique to this test (scripts are shared per model server)."""
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '-', request.node.name)}-{uuid.uuid4().hex[:6]}"
