@@ -34,7 +34,7 @@ test: $(STAMP) opencode lint typecheck
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not real"
 
-demo: $(STAMP) opencode
+demo: $(STAMP)
 	$(BIN)/opencode-tree demo
 
 clean:

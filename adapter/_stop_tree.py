@@ -207,8 +207,11 @@ class _Walk:
         concurrency: int,
         max_sessions: int,
         root_abort: Callable[[], Awaitable[object]] | None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.client = client
+        self.progress = progress
+        self.settled = 0
         self.root_id = root_id
         self.max_sessions = max_sessions
         self.root_abort = root_abort
@@ -271,6 +274,9 @@ class _Walk:
             if not again:
                 node.outcome = "not_found"
                 node.ended = self.now()
+                self.settled += 1
+                if self.progress is not None:
+                    self.progress(self.settled, len(self.nodes))
             return  # a session that is gone has no children left to stop
         except OpenCodeError as exc:
             node.outcome = "failed"
@@ -287,6 +293,9 @@ class _Walk:
                 node.outcome = "aborted"
         if not again:
             node.ended = self.now()
+            self.settled += 1
+            if self.progress is not None:
+                self.progress(self.settled, len(self.nodes))
         # Listed after its abort settled, so it cannot add children behind our back.
         self.queue.append(("children", node))
 
@@ -354,6 +363,7 @@ async def stop_tree(
     max_verify_rounds: int = 3,
     max_sessions: int = 10_000,
     root_abort: Callable[[], Awaitable[object]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> StopReport:
     """Stop ``root_id`` and every session reachable from it through ``children``.
 
@@ -366,7 +376,8 @@ async def stop_tree(
     listed again, for at most ``max_verify_rounds`` rounds.
 
     ``root_abort`` replaces the root's ``client.abort`` (the adapter uses it to
-    race the abort against the server's acknowledgement).
+    race the abort against the server's acknowledgement). ``progress`` is
+    called with (sessions settled, sessions discovered) after each abort.
 
     Returns the :class:`StopReport`; raises :class:`TreeStopError` (carrying the
     report) if any request failed, the tree stayed busy, or ``timeout`` expired.
@@ -380,7 +391,7 @@ async def stop_tree(
     if max_verify_rounds < 0 or max_sessions < 1:
         raise InvalidInputError("max_verify_rounds must be >= 0 and max_sessions >= 1")
 
-    walk = _Walk(client, root_id, concurrency, max_sessions, root_abort)
+    walk = _Walk(client, root_id, concurrency, max_sessions, root_abort, progress)
     rounds = 0
     still_busy: list[str] = []
     timed_out = False

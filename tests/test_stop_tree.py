@@ -467,3 +467,14 @@ async def test_a_verify_reabort_that_lands_supersedes_a_failed_abort(
     report = await stop_tree(client, ROOT)
     assert report[ROOT].outcome == "aborted" and report[ROOT].reaborts == 1
     assert report.ok
+
+
+async def test_progress_reports_settled_and_discovered(
+    router: respx.MockRouter, client: OpenCodeClient
+) -> None:
+    tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_c"]})
+    seen: list[tuple[int, int]] = []
+    await stop_tree(
+        client, ROOT, concurrency=1, progress=lambda done, known: seen.append((done, known))
+    )
+    assert seen == [(1, 1), (2, 3), (3, 3), (4, 4)]

@@ -1,0 +1,131 @@
+"""``opencode-tree``: see, stop and run OpenCode session trees from a terminal.
+
+``python -m adapter`` is the same program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import httpx
+
+from .._exceptions import AuthError, NotFoundError, OpenCodeError, RequestError, TreeStopError
+from .._logging import configure_logging
+from ._commands import run_command, stop_command, tree_command
+from ._demo import demo_command
+from ._render import Out
+
+__all__ = ["amain", "main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url", help="OpenCode server URL (default: $OPENCODE_URL, else start a local server)"
+    )
+    common.add_argument(
+        "--password-env",
+        metavar="VAR",
+        help="read the server password from this environment variable "
+        "(never pass it on the command line)",
+    )
+    common.add_argument("--directory", help="project directory (sent as x-opencode-directory)")
+    common.add_argument(
+        "--binary",
+        default=os.environ.get("OPENCODE_BIN", "opencode"),
+        help="opencode binary for a local server",
+    )
+    common.add_argument("--log-format", choices=("console", "json"), default="console")
+    common.add_argument("--verbose", "-v", action="store_true", help="debug logs on stderr")
+    common.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    parser = argparse.ArgumentParser(prog="opencode-tree", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tree = sub.add_parser("tree", parents=[common], help="show a session tree with live status")
+    tree.add_argument("session")
+    tree.add_argument(
+        "--watch", type=float, metavar="SECONDS", help="refresh until Ctrl-C (TTY only)"
+    )
+    tree.add_argument("--timeout", type=float, default=10.0)
+
+    stop = sub.add_parser("stop", parents=[common], help="stop session trees and print the report")
+    stop.add_argument("sessions", nargs="+", metavar="SESSION")
+    stop.add_argument("--concurrency", type=int, default=8)
+    stop.add_argument("--timeout", type=float, default=10.0)
+
+    run = sub.add_parser("run", parents=[common], help="run a prompt; Ctrl-C interrupts the turn")
+    run.add_argument("prompt")
+    run.add_argument("--model", help="provider/model")
+    run.add_argument("--agent")
+    run.add_argument("--title")
+
+    demo = sub.add_parser(
+        "demo", parents=[common], help="the whole story: a real tree, Stop, and proof"
+    )
+    demo.add_argument("--fake", action="store_true", help="use the in-process fake server")
+    return parser
+
+
+async def _dispatch(args: argparse.Namespace, out: Out) -> int:
+    if args.command == "tree":
+        return await tree_command(args, out)
+    if args.command == "stop":
+        return await stop_command(args, out)
+    if args.command == "run":
+        return await run_command(args, out)
+    return await demo_command(args, out)
+
+
+def _describe(exc: BaseException, args: argparse.Namespace) -> str:
+    if isinstance(exc, AuthError):
+        return (
+            "the server rejected the credentials (401): "
+            "set --password-env to the variable holding its password"
+        )
+    if isinstance(exc, NotFoundError):
+        return f"not found: {exc.server_message or exc}"
+    if isinstance(exc, RequestError) and exc.status is None:
+        where = getattr(args, "url", None) or os.environ.get("OPENCODE_URL") or "the local server"
+        return f"cannot reach {where}: {exc.detail}"
+    return str(exc)
+
+
+async def amain(
+    argv: Sequence[str] | None = None, *, transport: httpx.AsyncBaseTransport | None = None
+) -> int:
+    """The command line as a coroutine; ``transport`` is the test seam (e.g. the fake server's)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    args.transport = transport
+    configure_logging(
+        format=args.log_format, level=logging.DEBUG if args.verbose else logging.WARNING
+    )
+    out = Out(force_plain=args.json)
+    try:
+        return await _dispatch(args, out)
+    except TreeStopError as exc:
+        out.error(str(exc))
+        return 1
+    except (OpenCodeError, ValueError) as exc:
+        out.error(_describe(exc, args))
+        return 2 if isinstance(exc, ValueError) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``opencode-tree`` and ``python -m adapter``."""
+    try:
+        return asyncio.run(amain(argv))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

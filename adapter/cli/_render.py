@@ -1,0 +1,165 @@
+"""Terminal output: rich on a TTY, plain text otherwise (and always for --json)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.tree import Tree
+
+from .._partial import PartialResult
+from .._stop_tree import StopReport
+
+__all__ = ["Out", "partial_lines", "report_tree"]
+
+_OUTCOME_STYLE = {"aborted": "green", "not_found": "yellow", "failed": "bold red"}
+_STATUS_STYLE = {"busy": "bold yellow", "retry": "magenta", "idle": "green"}
+
+
+class Out:
+    """Where the CLI writes: stdout for results, stderr for errors and progress."""
+
+    def __init__(self, *, force_plain: bool = False) -> None:
+        self.console = Console(highlight=False, soft_wrap=True)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.rich = self.console.is_terminal and not force_plain
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        if self.rich:
+            self.console.print(text, style=style, markup=False)
+        else:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def error(self, text: str) -> None:
+        self.err.print(
+            f"error: {text}", style="bold red" if self.err.is_terminal else None, markup=False
+        )
+
+    def tree(self, tree: Tree, plain: Sequence[str]) -> None:
+        if self.rich:
+            self.console.print(tree)
+        else:
+            for text in plain:
+                self.line(text)
+
+
+def session_tree(
+    root: str,
+    sessions: Mapping[str, tuple[str | None, str]],
+    statuses: Mapping[str, str],
+) -> tuple[Tree, list[str]]:
+    """A session tree (``sessions``: id -> (parent, title)) with each session's status."""
+    kids: dict[str | None, list[str]] = {}
+    for sid, (parent, _) in sessions.items():
+        kids.setdefault(parent if sid != root else None, []).append(sid)
+
+    def label(sid: str) -> tuple[str, str]:
+        title = sessions[sid][1]
+        status = statuses.get(sid, "idle")
+        style = _STATUS_STYLE.get(status, "white")
+        return (
+            f"[{style}]{status:<5}[/] [bold]{_esc(title)}[/] [dim]{sid}[/]",
+            f"{status:<5} {title}  {sid}",
+        )
+
+    rich_label, plain_label = label(root)
+    tree = Tree(rich_label)
+    lines = [plain_label]
+
+    def add(node: Tree, sid: str, prefix: str) -> None:
+        children = kids.get(sid, [])
+        for i, child in enumerate(children):
+            last = i == len(children) - 1
+            rich_text, plain_text = label(child)
+            branch = node.add(rich_text)
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{plain_text}")
+            add(branch, child, prefix + ("    " if last else "│   "))
+
+    add(tree, root, "")
+    return tree, lines
+
+
+def report_tree(
+    report: StopReport, titles: Mapping[str, str] | None = None
+) -> tuple[Tree, list[str]]:
+    titles = titles or {}
+    by_parent: dict[str | None, list[str]] = {}
+    for s in report:
+        by_parent.setdefault(s.parent_id if s.session_id != report.root_id else None, []).append(
+            s.session_id
+        )
+
+    def label(sid: str) -> tuple[str, str]:
+        s = report[sid]
+        timing = (
+            f"{s.started * 1000:7.1f} → {s.ended * 1000:7.1f} ms"
+            if s.started is not None and s.ended is not None
+            else "unfinished"
+        )
+        title = titles.get(sid, "")
+        extra = f" ({s.failed_step}: {s.error})" if s.error is not None else ""
+        style = _OUTCOME_STYLE.get(s.outcome, "white")
+        outcome = s.outcome.replace("_", " ")
+        rich_text = (
+            f"[{style}]{outcome:<9}[/] [dim]{timing}[/] [bold]{_esc(title)}[/] "
+            f"[dim]{sid}[/]{_esc(extra)}"
+        )
+        plain_text = f"{outcome:<9} {timing}  {title}  {sid}{extra}".replace("  ", " ", 1)
+        return rich_text, plain_text
+
+    rich_label, plain_label = label(report.root_id)
+    tree = Tree(rich_label)
+    lines = [plain_label]
+
+    def add(node: Tree, sid: str, prefix: str) -> None:
+        children = by_parent.get(sid, [])
+        for i, child in enumerate(children):
+            last = i == len(children) - 1
+            rich_text, plain_text = label(child)
+            branch = node.add(rich_text)
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{plain_text}")
+            add(branch, child, prefix + ("    " if last else "│   "))
+
+    add(tree, report.root_id, "")
+    return tree, lines
+
+
+def partial_lines(partial: PartialResult, *, max_output: int = 200) -> list[str]:
+    lines: list[str] = []
+    if partial.text:
+        lines.append(f"text so far: {_short(partial.text, max_output)}")
+    for call in partial.tool_calls:
+        head = (
+            f"{call.status:<11} {call.tool} {_short(_input(call.input), 80)}  [{call.session_id}]"
+        )
+        lines.append(head)
+        body = call.output if call.output else call.error
+        if body:
+            lines.append(f"            → {_short(body, max_output)}")
+    if not lines:
+        lines.append("(nothing yet)")
+    return lines
+
+
+def _input(data: Mapping[str, Any]) -> str:
+    for key in ("command", "description", "filePath", "url"):
+        value = data.get(key)
+        if isinstance(value, str):
+            return value
+    return ", ".join(f"{k}={v}" for k, v in data.items())
+
+
+def _short(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _esc(text: str) -> str:
+    return text.replace("[", r"\[")

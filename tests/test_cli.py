@@ -1,0 +1,184 @@
+"""The ``opencode-tree`` command line, against the in-process fake server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapter.cli import amain
+from adapter.testing import free_port
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenCodeServer]:
+    server = FakeOpenCodeServer(seed=3)
+    yield server
+    await server.aclose()
+
+
+def url(fake: FakeOpenCodeServer) -> list[str]:
+    return ["--url", fake.base_url]
+
+
+async def test_tree_shows_titles_and_status(
+    fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = fake.add_session(title="root title")
+    kid = fake.add_session(parent_id=root, title="kid title", busy=True)
+    code = await amain(["tree", root, *url(fake)], transport=fake.transport)
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("idle") and "root title" in lines[0] and root in lines[0]
+    assert lines[1].startswith("└── busy") and "kid title" in lines[1] and kid in lines[1]
+
+
+async def test_tree_json(fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    root = fake.add_session(title="r")
+    fake.add_session(parent_id=root, title="k", busy=True)
+    assert await amain(["tree", root, "--json", *url(fake)], transport=fake.transport) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [s["status"] for s in data["sessions"]] == ["idle", "busy"]
+
+
+async def test_stop_prints_the_report_and_stops_the_tree(
+    fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = fake.add_session(busy=True)
+    kids = [fake.add_session(parent_id=root, busy=True) for _ in range(3)]
+    unrelated = fake.add_session(busy=True)
+    code = await amain(["stop", root, "--concurrency", "2", *url(fake)], transport=fake.transport)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "4 sessions: 4 aborted, 0 already gone, 0 failed; max 2 of 2 requests in flight" in out
+    assert all(k in out for k in kids)
+    assert not any(fake.sessions[s].busy for s in [root, *kids])
+    assert fake.sessions[unrelated].busy
+
+
+async def test_stop_failure_exits_non_zero_with_the_first_failure(
+    fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = fake.add_session(busy=True)
+    bad = fake.add_session(parent_id=root, busy=True)
+    ok = fake.add_session(parent_id=root, busy=True)
+    fake.fail("POST", f"/session/{bad}/abort", status=400, times=None)
+    code = await amain(["stop", root, "--json", *url(fake)], transport=fake.transport)
+    captured = capsys.readouterr()
+    assert code == 1
+    [report] = json.loads(captured.out)["reports"]
+    assert report["ok"] is False and report["first_failure"] == bad
+    assert f"could not stop {bad}" in captured.err
+    assert not fake.sessions[ok].busy
+
+
+async def test_run_streams_text_and_tool_calls(
+    fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.script(
+        "cli",
+        [
+            Tool("bash", {"command": "ls"}, output="a.txt\n", title="ls"),
+            Text("All good.", chunks=3),
+        ],
+    )
+    code = await amain(["run", "check [[script:cli]]", *url(fake)], transport=fake.transport)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "▶ bash" in out and "✔ bash a.txt" in out
+    assert "All good." in out
+
+
+async def test_run_ctrl_c_interrupts_and_prints_the_partial_result(
+    fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.script(
+        "cli", [Tool("bash", {"command": "echo first"}, output="first\n"), Text("halfway"), Hang()]
+    )
+    task = asyncio.create_task(
+        amain(["run", "work [[script:cli]]", *url(fake)], transport=fake.transport)
+    )
+    await fake.wait_for_event("message.part.delta", timeout=5)
+    os.kill(os.getpid(), signal.SIGINT)
+    code = await asyncio.wait_for(task, 10)
+    out = capsys.readouterr().out
+    assert code == 130
+    assert "interrupting the turn" in out
+    assert "1 sessions: 1 aborted" in out
+    assert "completed   bash echo first" in out and "halfway" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["run", "hi", "--model", "not-a-model"], "model must look like 'provider/model'"),
+        (["tree", "ses_doesnotexist"], "not found: Session not found"),
+        (["stop", "../../etc"], "not a valid session id"),
+    ],
+)
+async def test_errors_are_one_line_and_non_zero(
+    fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    code = await amain([*argv, *url(fake)], transport=fake.transport)
+    err = capsys.readouterr().err
+    assert code != 0
+    assert expected in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+async def test_unreachable_server_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    code = await amain(["tree", "ses_x", "--url", f"http://127.0.0.1:{port}", "--timeout", "2"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"cannot reach http://127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+async def test_401_names_the_password_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeOpenCodeServer(password="pw-123")
+    root = fake.add_session()
+    try:
+        assert await amain(["tree", root, "--url", fake.base_url], transport=fake.transport) == 1
+        assert "--password-env" in capsys.readouterr().err
+        monkeypatch.setenv("MY_OC_PW", "pw-123")
+        code = await amain(
+            ["tree", root, "--url", fake.base_url, "--password-env", "MY_OC_PW"],
+            transport=fake.transport,
+        )
+        captured = capsys.readouterr()
+        assert code == 0 and root in captured.out
+        assert "pw-123" not in captured.out + captured.err
+    finally:
+        await fake.aclose()
+
+
+async def test_missing_password_variable_is_a_clear_error(
+    fake: FakeOpenCodeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = await amain(
+        ["tree", "ses_x", "--password-env", "NOPE_NOT_SET", *url(fake)], transport=fake.transport
+    )
+    assert code == 2
+    assert "NOPE_NOT_SET" in capsys.readouterr().err
+
+
+async def test_demo_with_the_fake_server_proves_everything(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = await amain(["demo", "--fake", "--json"])
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert code == 0
+    assert "FAKE SERVER" in captured.err
+    assert data["backend"] == "fake"
+    proof = data["proof"]
+    assert proof["ok"] and proof["all_tree_idle"] and proof["unrelated_never_requested"]
+    assert proof["tree_sessions"] == 6 and proof["model_requests_after_stop"] == 0
