@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -108,6 +108,7 @@ class OpenCodeAdapter:
         teardown_timeout: float = 1.0,
         stop_concurrency: int = 8,
         max_output_bytes: int = 64 * 1024,
+        max_tree_sessions: int = 10_000,
         server_ready_timeout: float = 30.0,
     ) -> None:
         if base_url is None and transport is not None:
@@ -125,6 +126,7 @@ class OpenCodeAdapter:
         self._teardown_timeout = teardown_timeout
         self._stop_concurrency = stop_concurrency
         self._max_output_bytes = max_output_bytes
+        self._max_tree_sessions = max_tree_sessions
         self._server_ready_timeout = server_ready_timeout
         self._server: ServerProcess | None = None
         self._hub = EventHub()
@@ -136,6 +138,10 @@ class OpenCodeAdapter:
         self._owner: dict[str, ThreadState] = {}
         self._entered = False
         self._closed = False
+        self._closing = asyncio.Event()
+        self._orphan_lookups: dict[str, asyncio.Task[None]] = {}
+        self._strangers: dict[str, None] = {}  # bounded cache of sessions that are not ours
+        self._lookup_permits = asyncio.Semaphore(2)
         self._server_dead = False
 
     def __repr__(self) -> str:
@@ -178,6 +184,7 @@ class OpenCodeAdapter:
         if self._closed:
             return
         self._closed = True
+        self._closing.set()
         try:
             if not self._server_dead:
                 await self.stop_all()
@@ -217,6 +224,11 @@ class OpenCodeAdapter:
         if model is not None:
             _parse_model(model)
         existing = self._threads.get(thread_id)
+        if existing is not None and existing.closing:
+            # A stop of this thread is under way: its session.exited comes first.
+            await existing.finished.wait()
+            self._check_open()
+            existing = self._threads.get(thread_id)
         if existing is not None and not existing.closing:
             if existing.status == "connecting":
                 pending = self._starting.get(thread_id)
@@ -284,7 +296,7 @@ class OpenCodeAdapter:
         self._owner[session_id] = thread
         try:
             async with asyncio.timeout(self._connect_timeout):
-                await pump.connected.wait()
+                await _first(pump.connected.wait(), thread.closed.wait(), self._closing.wait())
         except TimeoutError:
             await self._discard(thread)
             raise ConnectTimeoutError(
@@ -293,9 +305,13 @@ class OpenCodeAdapter:
         except BaseException:
             await self._discard(thread)
             raise
+        if self._closed:
+            await self._discard(thread)
+            raise AdapterClosedError("the adapter closed while the session was connecting")
         if thread.closing:
             raise SessionClosedError(f"thread {thread_id} was stopped while it was connecting")
         thread.status = "ready"
+        thread.started_emitted = True
         self._emit(SessionEvent(type="session.started", thread_id=thread_id, session_id=session_id))
         self._emit(SessionEvent(type="thread.started", thread_id=thread_id, session_id=session_id))
         if warning is not None:
@@ -342,6 +358,7 @@ class OpenCodeAdapter:
             thread.status = "stopped"
             self._forget(thread)
             self._emit_exited(thread, "stopped")
+            thread.finished.set()
 
     async def stop_all(self) -> None:
         threads = [t for t in self._threads.values() if not t.closing]
@@ -362,6 +379,7 @@ class OpenCodeAdapter:
                 thread.client,
                 thread.session_id,
                 concurrency=self._stop_concurrency,
+                max_sessions=self._max_tree_sessions,
                 timeout=2 * self._teardown_timeout,
                 verify=False,
                 root_abort=_as_request_error(root_abort, self._teardown_timeout),
@@ -370,8 +388,8 @@ class OpenCodeAdapter:
             _log.warning("adapter.teardown_incomplete", thread_id=thread.thread_id, error=str(exc))
 
     def _emit_exited(self, thread: ThreadState, reason: str) -> None:
-        if thread.exited_emitted:
-            return
+        if thread.exited_emitted or not thread.started_emitted:
+            return  # never started (still connecting): nothing to announce
         thread.exited_emitted = True
         turn_id = thread.active_turn.turn_id if thread.active_turn else None
         thread.active_turn = None
@@ -419,12 +437,17 @@ class OpenCodeAdapter:
             submission = self._tasks.spawn(
                 self._submit(thread, text, message_id, parsed_model, agent),
                 name=f"submit:{thread_id}",
+                log_errors=False,
             )
             thread.submitting = submission
             try:
                 await asyncio.wait([submission])
             except asyncio.CancelledError:
                 submission.cancel()
+                if new_turn:
+                    self._roll_back(
+                        thread, turn, "the send was cancelled before the prompt was accepted"
+                    )
                 raise
             finally:
                 if thread.submitting is submission:
@@ -436,20 +459,46 @@ class OpenCodeAdapter:
                 )
             exc = submission.exception()
             if exc is not None:
-                if new_turn and thread.active_turn is turn and thread.stop is None:
-                    thread.active_turn = None
-                    thread.status = "ready"
-                    thread.last_error = str(exc)
-                    self._emit(
-                        TurnEvent(
-                            type="turn.aborted",
-                            thread_id=thread_id,
-                            turn_id=turn.turn_id,
-                            reason=f"The prompt was not accepted: {exc}",
-                        )
-                    )
+                if await self._landed_anyway(thread, exc, message_id):
+                    # The answer was lost, but the server has our prompt: the turn runs.
+                    _log.warning("adapter.prompt_answer_lost", thread_id=thread_id, error=str(exc))
+                    return TurnStart(thread_id=thread_id, turn_id=turn.turn_id)
+                if new_turn:
+                    self._roll_back(thread, turn, f"The prompt was not accepted: {exc}")
                 raise exc
             return TurnStart(thread_id=thread_id, turn_id=turn.turn_id)
+
+    def _roll_back(self, thread: ThreadState, turn: Turn, reason: str) -> None:
+        """A new turn whose prompt never landed ends at once (``turn.aborted``)."""
+        if thread.active_turn is not turn or thread.stop is not None:
+            return
+        thread.active_turn = None
+        thread.status = "ready" if not thread.closing else thread.status
+        thread.last_error = reason
+        self._emit(
+            TurnEvent(
+                type="turn.aborted", thread_id=thread.thread_id, turn_id=turn.turn_id, reason=reason
+            )
+        )
+
+    async def _landed_anyway(
+        self, thread: ThreadState, exc: BaseException, message_id: str
+    ) -> bool:
+        """After a lost answer, ask the server whether our (minted) message exists."""
+        lost = isinstance(exc, ProtocolError) or (
+            isinstance(exc, RequestError) and exc.delivered is None
+        )
+        if not lost:
+            return False
+        try:
+            async with asyncio.timeout(self._request_timeout):
+                await thread.client.message(thread.session_id, message_id)
+        except NotFoundError:
+            return False
+        except (OpenCodeError, TimeoutError):
+            # Unknown either way: keep the turn (a Stop or an idle will settle it).
+            return thread.active_turn is not None
+        return True
 
     async def _submit(
         self,
@@ -552,6 +601,8 @@ class OpenCodeAdapter:
             return
         if thread.stop is stop:
             thread.stop = None
+        if stop.future.done():
+            return
         thread.last_interrupt = result
         if turn is not None:
             thread.interrupted_turns.add(turn.turn_id)
@@ -569,7 +620,8 @@ class OpenCodeAdapter:
             )
         elif thread.active_turn is None and thread.status == "running":
             thread.status = "ready"
-        stop.future.set_result(result)
+        if not stop.future.done():  # the server's death may have settled it already
+            stop.future.set_result(result)
 
     async def _stop_tree_of(
         self, thread: ThreadState, stop: Stop, turn: Turn | None
@@ -608,6 +660,7 @@ class OpenCodeAdapter:
             thread.client,
             thread.session_id,
             concurrency=self._stop_concurrency,
+            max_sessions=self._max_tree_sessions,
             timeout=self._abort_timeout + self._tree_timeout,
             root_abort=root_abort,
         )
@@ -842,7 +895,9 @@ class OpenCodeAdapter:
             ]
             error = next((m.info.error for m in reversed(replies) if m.info.error), None)
             turn.collector.reconcile(thread.session_id, messages)
-            if error is not None and error.name != "MessageAbortedError":
+            if error is not None and error.name == "MessageAbortedError":
+                self._end_aborted_elsewhere(thread, turn, None)
+            elif error is not None:
                 self._fail_turn(thread, turn, error.name, error.message or error.name, None)
             else:
                 self._complete_turn(thread, turn, None)
@@ -872,6 +927,7 @@ class OpenCodeAdapter:
             thread.status = "stopped"
             self._forget(thread)
             self._emit_exited(thread, "server exited")
+            thread.finished.set()
         for future in self._starting.values():
             if not future.done():
                 future.set_exception(ServerExitedError(message))
@@ -903,7 +959,7 @@ class OpenCodeAdapter:
                 if owner is not None and is_session_id(sid):
                     self._adopt(owner, sid, parent, announce=True, raw=event, info=info)
             elif etype in ("permission.asked", "question.asked") and is_session_id(sid):
-                self._tasks.spawn(self._route_orphan_request(sid, event), name="route-request")
+                self._lookup_orphan(sid, event)
             return
         turn = thread.active_turn
         if turn is not None:
@@ -967,6 +1023,33 @@ class OpenCodeAdapter:
                 )
             )
 
+    def _lookup_orphan(self, session_id: str, event: Mapping[str, Any]) -> None:
+        """Find the thread of a request from an unknown session: one lookup per session,
+        a cache of strangers, and at most two lookups at a time, so a flood of foreign
+        events cannot crowd out the Stop button's requests."""
+        if session_id in self._strangers:
+            return
+        running = self._orphan_lookups.get(session_id)
+        if running is not None:
+            running.add_done_callback(lambda _: self._redispatch_if_ours(session_id, event))
+            return
+        task = self._tasks.spawn(
+            self._route_orphan_request(session_id, event), name="route-request"
+        )
+        self._orphan_lookups[session_id] = task
+        task.add_done_callback(lambda _: self._orphan_lookups.pop(session_id, None))
+
+    def _redispatch_if_ours(self, session_id: str, event: Mapping[str, Any]) -> None:
+        thread = self._owner.get(session_id)
+        pump = self._pumps.get(thread.pump_key) if thread is not None else None
+        if pump is not None and not self._closed:
+            self._dispatch(pump, event)
+
+    def _remember_stranger(self, session_id: str) -> None:
+        self._strangers[session_id] = None
+        if len(self._strangers) > 4096:
+            self._strangers.pop(next(iter(self._strangers)))
+
     async def _route_orphan_request(self, session_id: str, event: Mapping[str, Any]) -> None:
         """A request from a session we have not seen: find its thread through its ancestry."""
         chain: list[tuple[str, str | None]] = []
@@ -974,17 +1057,20 @@ class OpenCodeAdapter:
         client = next(iter(self._clients.values()), None)
         if client is None:
             return
-        for _ in range(16):
-            if current is None or current in self._owner:
-                break
-            try:
-                session = await client.get_session(current)
-            except OpenCodeError as exc:
-                _log.warning("adapter.ancestry_failed", session_id=current, error=str(exc))
-                return
-            chain.append((session.id, session.parent_id))
-            current = session.parent_id
+        async with self._lookup_permits:
+            for _ in range(16):
+                if current is None or current in self._owner or current in self._strangers:
+                    break
+                try:
+                    session = await client.get_session(current)
+                except OpenCodeError as exc:
+                    _log.warning("adapter.ancestry_failed", session_id=current, error=str(exc))
+                    return
+                chain.append((session.id, session.parent_id))
+                current = session.parent_id
         if current is None or current not in self._owner:
+            for sid, _ in chain:
+                self._remember_stranger(sid)
             return
         thread = self._owner[current]
         for sid, parent in reversed(chain):
@@ -1313,6 +1399,22 @@ class OpenCodeAdapter:
             )
         )
 
+    def _end_aborted_elsewhere(
+        self, thread: ThreadState, turn: Turn, raw: Mapping[str, Any] | None
+    ) -> None:
+        thread.active_turn = None
+        thread.status = "ready"
+        self._emit(
+            TurnEvent(
+                type="turn.aborted",
+                thread_id=thread.thread_id,
+                turn_id=turn.turn_id,
+                reason="Aborted outside this adapter.",
+                partial=turn.collector.result(turn.turn_id),
+                raw=raw,
+            )
+        )
+
     def _fail_turn(
         self,
         thread: ThreadState,
@@ -1360,20 +1462,11 @@ class OpenCodeAdapter:
             if stop is not None:
                 stop.acknowledged.set()  # an acknowledgement, not an error
                 return
+            if thread.closing:
+                return  # the acknowledgement of our own teardown
             if turn is not None and turn.echo_seen:
                 # Aborted by someone else (another client, the TUI): the turn ends.
-                thread.active_turn = None
-                thread.status = "ready"
-                self._emit(
-                    TurnEvent(
-                        type="turn.aborted",
-                        thread_id=thread.thread_id,
-                        turn_id=turn.turn_id,
-                        reason="Aborted outside this adapter.",
-                        partial=turn.collector.result(turn.turn_id),
-                        raw=raw,
-                    )
-                )
+                self._end_aborted_elsewhere(thread, turn, raw)
             return  # otherwise a late acknowledgement of an earlier stop
         if turn is None:
             self._emit(
@@ -1389,6 +1482,17 @@ class OpenCodeAdapter:
         if stop is not None:
             stop.turn_settled = True
         self._fail_turn(thread, turn, name, text, raw)
+
+
+async def _first(*aws: Coroutine[Any, Any, Any]) -> None:
+    """Wait until the first of ``aws`` finishes; the others are cancelled and awaited."""
+    tasks = [asyncio.ensure_future(aw) for aw in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _fields(event: ItemEvent) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -92,12 +94,16 @@ class OpenCodeClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        url = httpx.URL(base_url)
+        try:
+            url = httpx.URL(base_url)
+        except (httpx.InvalidURL, TypeError):
+            raise InvalidInputError("base_url is not a valid URL") from None
+        if url.userinfo:
+            # Credentials in a URL end up in logs and error messages: refuse them,
+            # and never echo the URL that carried them.
+            raise InvalidInputError("put credentials in password=, not in the base_url")
         if url.scheme not in ("http", "https") or not url.host:
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r:.100}")
-        if url.userinfo:
-            # Credentials in a URL end up in logs and error messages: refuse them.
-            raise InvalidInputError("put credentials in password=, not in the base_url")
         if timeout <= 0:
             raise InvalidInputError("timeout must be positive")
         if max_connections < 1:
@@ -128,6 +134,9 @@ class OpenCodeClient:
                 keepalive_expiry=30.0,
             ),
             transport=transport,
+            # A proxy from the environment would receive the Basic credentials of a
+            # server on this very machine: loopback servers are always reached directly.
+            trust_env=not _is_loopback(url.host),
         )
         self._retrying_kwargs: dict[str, Any] = {
             "stop": stop_after_attempt(self.retry.attempts),
@@ -375,7 +384,12 @@ class OpenCodeClient:
         timeout = httpx.Timeout(self.timeout, read=read_timeout)
         try:
             async with httpx_sse.aconnect_sse(
-                self._http, "GET", "/event", params=self._params or None, timeout=timeout
+                self._http,
+                "GET",
+                "/event",
+                params=self._params or None,
+                timeout=timeout,
+                headers={"accept-encoding": "identity"},
             ) as source:
                 response = source.response
                 if response.status_code != 200:
@@ -387,6 +401,10 @@ class OpenCodeClient:
                     raise ProtocolError(
                         "event_stream", "the server did not answer with an event stream"
                     )
+                if "content-encoding" not in response.headers:
+                    # httpx-sse buffers a whole line before it decodes it: bound the line
+                    # length on the raw bytes, so an endless line cannot fill memory.
+                    response.stream = _LineBoundedStream(response.stream, max_event_bytes)
                 yield _decode_events(source, max_event_bytes)
         except httpx.TimeoutException as exc:
             raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc
@@ -447,6 +465,7 @@ class OpenCodeClient:
                     status=first.status,
                     server_message=first.server_message,
                     session_id=session_id,
+                    delivered=first.delivered,
                 ) from first.__cause__
             _log.warning(
                 "opencode.retry",
@@ -473,6 +492,7 @@ class OpenCodeClient:
                 status=last.status,
                 server_message=last.server_message,
                 session_id=session_id,
+                delivered=last.delivered,
             ) from last.__cause__
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -490,13 +510,29 @@ class OpenCodeClient:
         started = time.perf_counter()
         status: int | None = None
         try:
-            request = self._http.build_request(method, path, json=json_body, params=params)
-            response = await self._http.send(request, stream=True)
-            try:
-                status = response.status_code
-                body = await self._read_bounded(operation, response)
-            finally:
-                await response.aclose()
+            # httpx's timeout bounds each read; this bounds the whole attempt, so a
+            # server that trickles a byte at a time (slow loris) cannot hold us.
+            async with asyncio.timeout(self.timeout):
+                request = self._http.build_request(method, path, json=json_body, params=params)
+                response = await self._http.send(request, stream=True)
+                try:
+                    status = response.status_code
+                    body = await self._read_bounded(operation, response)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise _TransientRequestError(
+                operation,
+                f"timed out: no complete answer within {self.timeout} s",
+                session_id=session_id,
+            ) from None
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise _TransientRequestError(
+                operation,
+                f"connection failed ({type(exc).__name__})",
+                session_id=session_id,
+                delivered=False,
+            ) from exc
         except httpx.TimeoutException as exc:
             cls = (
                 _TransientRequestError
@@ -575,6 +611,37 @@ class OpenCodeClient:
             )
         cls = _TransientRequestError if is_transient_status(status) else RequestError
         return cls(operation, text, status=status, server_message=message, session_id=session_id)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _LineBoundedStream(httpx.AsyncByteStream):
+    """Passes bytes through, refusing a line longer than ``limit`` bytes."""
+
+    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream, limit: int) -> None:
+        if not isinstance(inner, httpx.AsyncByteStream):
+            raise TypeError("an async response stream is required")
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        run = 0
+        async for chunk in self._inner:
+            cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            run = run + len(chunk) if cut < 0 else len(chunk) - cut - 1
+            if run > self._limit:
+                raise ProtocolError("event_stream", f"an event line exceeds {self._limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _parse_bool(data: object) -> bool:

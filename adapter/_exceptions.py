@@ -52,9 +52,14 @@ class RequestError(OpenCodeError):
         status: int | None = None,
         server_message: str | None = None,
         session_id: str | None = None,
+        delivered: bool | None = None,
     ) -> None:
         self.operation = operation
         self.detail = message
+        #: Did the request reach the server? True when it answered, False when
+        #: it certainly did not (the connection failed), None when unknown (the
+        #: answer was lost): a write may then have taken effect.
+        self.delivered = True if status is not None else delivered
         self.status = status
         self.server_message = server_message
         self.session_id = session_id

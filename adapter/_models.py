@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from ._ids import validate_id
+from ._logging import get_logger
 
 __all__ = [
     "Health",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 JSON = Any
+_log = get_logger("adapter.models")
 
 
 def _obj(value: object, what: str) -> Mapping[str, Any]:
@@ -132,8 +134,19 @@ class SessionStatus:
 
     @staticmethod
     def parse_map(data: object) -> dict[str, SessionStatus]:
+        """Parse the status map; entries that cannot be trusted are skipped, not fatal.
+
+        One malformed stranger in the map must not stop a stop or a turn of ours
+        (only tree members are ever acted on).
+        """
         obj = _obj(data, "status map")
-        return {validate_id("ses", key): SessionStatus.parse(value) for key, value in obj.items()}
+        statuses: dict[str, SessionStatus] = {}
+        for key, value in obj.items():
+            try:
+                statuses[validate_id("ses", key)] = SessionStatus.parse(value)
+            except ValueError:
+                _log.warning("opencode.status_entry_skipped", key=str(key)[:80])
+        return statuses
 
 
 IDLE = SessionStatus("idle")

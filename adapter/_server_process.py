@@ -132,7 +132,9 @@ class ServerProcess:
 
     async def _wait_ready(self, ready: asyncio.Event) -> None:
         auth = httpx.BasicAuth("opencode", self._password) if self._password else None
-        async with httpx.AsyncClient(base_url=self.base_url, auth=auth, timeout=2.0) as http:
+        async with httpx.AsyncClient(
+            base_url=self.base_url, auth=auth, timeout=2.0, trust_env=False
+        ) as http:
             while not ready.is_set():
                 if self.exited.is_set():
                     raise ServerExitedError(

@@ -124,7 +124,9 @@ class ThreadState:
     submitting: asyncio.Task[None] | None = None
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     closing: bool = False
-    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: asyncio.Event = field(default_factory=asyncio.Event)  # stopping: releases waiters
+    finished: asyncio.Event = field(default_factory=asyncio.Event)  # stopped and announced
+    started_emitted: bool = False
     exited_emitted: bool = False
     last_error: str | None = None
     title: str | None = None

@@ -141,18 +141,19 @@ class StopReport:
                 text += f"  re-aborted {s.reaborts}x"
             return f"{s.session_id}  {text}"
 
-        def walk(s: SessionStop, prefix: str, last: bool, top: bool) -> None:
+        # An explicit stack, not recursion: a hostile server can make the tree deep.
+        stack: list[tuple[SessionStop, str, bool, bool]] = [
+            (root, "", True, True) for root in reversed(kids.get(None, []))
+        ]
+        while stack:
+            s, prefix, last, top = stack.pop()
             lines.append(
                 describe(s) if top else f"{prefix}{'└── ' if last else '├── '}{describe(s)}"
             )
             children = kids.get(s.session_id, [])
             child_prefix = "" if top else prefix + ("    " if last else "│   ")
-            for i, child in enumerate(children):
-                walk(child, child_prefix, i == len(children) - 1, False)
-
-        roots = kids.get(None, [])
-        for root in roots:
-            walk(root, "", True, True)
+            for i in range(len(children) - 1, -1, -1):
+                stack.append((children[i], child_prefix, i == len(children) - 1, False))
         return lines
 
     def __str__(self) -> str:
@@ -279,9 +280,10 @@ class _Walk:
                     self.progress(self.settled, len(self.nodes))
             return  # a session that is gone has no children left to stop
         except OpenCodeError as exc:
-            node.outcome = "failed"
-            node.error = exc
-            node.failed_step = "verify" if again else "abort"
+            if not (again and node.outcome == "failed"):  # keep the original failure
+                node.outcome = "failed"
+                node.error = exc
+                node.failed_step = "verify" if again else "abort"
             _log.warning("stop.abort_failed", session_id=node.session_id, error=str(exc))
         else:
             if again:

@@ -32,13 +32,17 @@ class TaskOwner:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+    def spawn(
+        self, coro: Coroutine[Any, Any, T], *, name: str, log_errors: bool = True
+    ) -> asyncio.Task[T]:
+        """Start an owned task. With ``log_errors=False`` its failure is the awaiter's
+        business (it is retrieved there), not worth an error line."""
         if self._closed:
             coro.close()
             raise RuntimeError(f"{self._name} is closed")
         task = asyncio.get_running_loop().create_task(coro, name=f"{self._name}:{name}")
         self._tasks.add(task)
-        task.add_done_callback(self._done)
+        task.add_done_callback(self._done if log_errors else self._tasks.discard)
         return task
 
     def _done(self, task: asyncio.Task[Any]) -> None:

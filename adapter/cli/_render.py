@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -50,6 +50,41 @@ class Out:
                 self.line(text)
 
 
+def _build_tree(
+    root: str,
+    children: Mapping[str | None, list[str]],
+    label: Callable[[str], tuple[str, str]],
+) -> tuple[Tree, list[str]]:
+    """A rich tree and its plain-text lines; iterative, since a tree can be deep."""
+    tree = Tree(label(root)[0])
+    stack: list[tuple[Tree, str]] = [(tree, root)]
+    while stack:
+        node, sid = stack.pop()
+        for child in children.get(sid, []):
+            stack.append((node.add(label(child)[0]), child))
+    return tree, _plain_lines(root, children, label)
+
+
+def _plain_lines(
+    root: str,
+    children: Mapping[str | None, list[str]],
+    label: Callable[[str], tuple[str, str]],
+) -> list[str]:
+    lines = [label(root)[1]]
+    stack: list[tuple[str, str, bool]] = [
+        (kid, "", i == len(children.get(root, [])) - 1)
+        for i, kid in reversed(list(enumerate(children.get(root, []))))
+    ]
+    while stack:
+        sid, prefix, last = stack.pop()
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{label(sid)[1]}")
+        kids = children.get(sid, [])
+        child_prefix = prefix + ("    " if last else "│   ")
+        for i in range(len(kids) - 1, -1, -1):
+            stack.append((kids[i], child_prefix, i == len(kids) - 1))
+    return lines
+
+
 def session_tree(
     root: str,
     sessions: Mapping[str, tuple[str | None, str]],
@@ -58,7 +93,8 @@ def session_tree(
     """A session tree (``sessions``: id -> (parent, title)) with each session's status."""
     kids: dict[str | None, list[str]] = {}
     for sid, (parent, _) in sessions.items():
-        kids.setdefault(parent if sid != root else None, []).append(sid)
+        if sid != root:
+            kids.setdefault(parent, []).append(sid)
 
     def label(sid: str) -> tuple[str, str]:
         title = sessions[sid][1]
@@ -69,32 +105,18 @@ def session_tree(
             f"{status:<5} {title}  {sid}",
         )
 
-    rich_label, plain_label = label(root)
-    tree = Tree(rich_label)
-    lines = [plain_label]
-
-    def add(node: Tree, sid: str, prefix: str) -> None:
-        children = kids.get(sid, [])
-        for i, child in enumerate(children):
-            last = i == len(children) - 1
-            rich_text, plain_text = label(child)
-            branch = node.add(rich_text)
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{plain_text}")
-            add(branch, child, prefix + ("    " if last else "│   "))
-
-    add(tree, root, "")
-    return tree, lines
+    return _build_tree(root, kids, label)
 
 
 def report_tree(
     report: StopReport, titles: Mapping[str, str] | None = None
 ) -> tuple[Tree, list[str]]:
+    """The stop report as a tree: each session's outcome, timing and title."""
     titles = titles or {}
-    by_parent: dict[str | None, list[str]] = {}
+    kids: dict[str | None, list[str]] = {}
     for s in report:
-        by_parent.setdefault(s.parent_id if s.session_id != report.root_id else None, []).append(
-            s.session_id
-        )
+        if s.session_id != report.root_id:
+            kids.setdefault(s.parent_id, []).append(s.session_id)
 
     def label(sid: str) -> tuple[str, str]:
         s = report[sid]
@@ -111,24 +133,10 @@ def report_tree(
             f"[{style}]{outcome:<9}[/] [dim]{timing}[/] [bold]{_esc(title)}[/] "
             f"[dim]{sid}[/]{_esc(extra)}"
         )
-        plain_text = f"{outcome:<9} {timing}  {title}  {sid}{extra}".replace("  ", " ", 1)
+        plain_text = f"{outcome:<9} {timing}  {title}  {sid}{extra}"
         return rich_text, plain_text
 
-    rich_label, plain_label = label(report.root_id)
-    tree = Tree(rich_label)
-    lines = [plain_label]
-
-    def add(node: Tree, sid: str, prefix: str) -> None:
-        children = by_parent.get(sid, [])
-        for i, child in enumerate(children):
-            last = i == len(children) - 1
-            rich_text, plain_text = label(child)
-            branch = node.add(rich_text)
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{plain_text}")
-            add(branch, child, prefix + ("    " if last else "│   "))
-
-    add(tree, report.root_id, "")
-    return tree, lines
+    return _build_tree(report.root_id, kids, label)
 
 
 def partial_lines(partial: PartialResult, *, max_output: int = 200) -> list[str]:

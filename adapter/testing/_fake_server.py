@@ -532,7 +532,19 @@ class _Transport(httpx.AsyncBaseTransport):
         self._fake = fake
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._fake._handle(request)
+        # Like a socket transport, give up when the answer does not start within
+        # the client's read timeout (httpx only enforces it on real sockets).
+        timeouts = request.extensions.get("timeout")
+        read = timeouts.get("read") if isinstance(timeouts, dict) else None
+        if read is None:
+            return await self._fake._handle(request)
+        try:
+            async with asyncio.timeout(read):
+                return await self._fake._handle(request)
+        except TimeoutError:
+            raise httpx.ReadTimeout(
+                "the fake server did not answer in time", request=request
+            ) from None
 
 
 class _Subscriber:

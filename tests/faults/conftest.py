@@ -1,0 +1,35 @@
+"""Fixtures of the fault suite: a fresh fake server and a client on it with fast retries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapter import OpenCodeClient, RetryPolicy
+from adapter.testing.fake import FakeOpenCodeServer
+
+#: The default policy's shape (4 attempts), with waits short enough for a test.
+FAST_RETRY = RetryPolicy(attempts=4, initial_wait=0.001, max_wait=0.005)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenCodeServer]:
+    server = FakeOpenCodeServer(seed=8)
+    yield server
+    await server.aclose()
+
+
+@pytest.fixture
+async def client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
+    """A client on ``fake``; on exit, asserts it left no request in flight and no task."""
+    before = asyncio.all_tasks()
+    async with OpenCodeClient(
+        fake.base_url, transport=fake.transport, retry=FAST_RETRY, timeout=1.0
+    ) as c:
+        yield c
+    await asyncio.sleep(0)
+    assert fake.in_flight == 0
+    current = asyncio.current_task()
+    assert [t for t in asyncio.all_tasks() - before if not t.done() and t is not current] == []

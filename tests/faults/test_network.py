@@ -1,0 +1,395 @@
+"""Network faults: refused connections, resets, timeouts, 5xx/429 bursts, slow servers,
+dropped event streams, and a server that goes away mid-turn."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from adapter import (
+    OpenCodeAdapter,
+    OpenCodeClient,
+    OpenCodeError,
+    RequestError,
+    TreeStopError,
+)
+from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Text, Tool
+from tests.faults.conftest import FAST_RETRY
+from tests.faults.support import (
+    Harness,
+    LoopbackServer,
+    ResetAfterServing,
+    aborts,
+    closed_port,
+    read_request,
+    settle,
+    wait_any,
+)
+
+T = "thread-1"
+
+
+def raising(exc_type: type[httpx.TransportError], times: int | None = None) -> HookHandler:
+    """A hook handler that raises ``exc_type`` for the first ``times`` requests (all if None)."""
+    left = [times]
+
+    async def handler(request: httpx.Request) -> None:
+        if left[0] is None or left[0] > 0:
+            if left[0] is not None:
+                left[0] -= 1
+            raise exc_type("injected", request=request)
+        return None
+
+    return handler
+
+
+def prompt_requests(fake: FakeOpenCodeServer) -> int:
+    return sum(1 for r in fake.requests if r.path.endswith("/prompt_async"))
+
+
+# ------------------------------------------------------------------ connection refused
+
+
+async def test_refused_connections_on_an_idempotent_call_are_retried_until_it_succeeds(
+    fake: FakeOpenCodeServer, client: OpenCodeClient, captured_logs: list[dict[str, object]]
+) -> None:
+    root = fake.add_session()
+    kid = fake.add_session(parent_id=root)
+    hook = fake.on("GET", "/session/{id}/children", raising(httpx.ConnectError, times=2))
+    children = await client.children(root)
+    assert [c.id for c in children] == [kid]
+    assert hook.calls == 3
+    assert sum(1 for log in captured_logs if log["event"] == "opencode.retry") == 2
+
+
+async def test_a_closed_loopback_port_gives_a_typed_error_after_the_retries() -> None:
+    before = asyncio.all_tasks()
+    async with OpenCodeClient(f"http://127.0.0.1:{closed_port()}", retry=FAST_RETRY) as client:
+        with pytest.raises(RequestError) as caught:
+            await client.abort("ses_anything")
+        assert caught.value.status is None and caught.value.operation == "abort"
+        assert "after 4 attempts" in str(caught.value)
+        with pytest.raises(RequestError) as once:
+            await client.health()  # not idempotent: one attempt
+        assert "attempts" not in str(once.value)
+    await asyncio.sleep(0)
+    assert asyncio.all_tasks() - before == set()
+
+
+async def test_an_adapter_on_a_closed_port_fails_start_session_and_leaves_nothing_behind() -> None:
+    before = asyncio.all_tasks()
+    oc = OpenCodeAdapter(f"http://127.0.0.1:{closed_port()}", connect_timeout=0.3)
+    async with oc:
+        with pytest.raises(RequestError) as caught:
+            await oc.start_session(T)
+        assert caught.value.operation == "create_session"
+        assert not oc.has_session(T) and oc.list_sessions() == []
+    await asyncio.sleep(0)
+    assert asyncio.all_tasks() - before == set()
+
+
+async def test_a_refused_prompt_is_never_retried_and_rolls_the_new_turn_back(
+    fake: FakeOpenCodeServer,
+) -> None:
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        hook = fake.on("POST", "/session/{id}/prompt_async", raising(httpx.ConnectError, 1))
+        with pytest.raises(RequestError) as caught:
+            await h.oc.send_turn(T, "hello")
+        assert caught.value.operation == "prompt_async"
+        assert hook.calls == 1, "a write is never retried"
+        aborted = await h.rec.wait_for("turn.aborted")
+        assert "not accepted" in aborted.reason
+        await h.consistent()
+        [info] = h.oc.list_sessions()
+        assert info.status == "ready" and info.last_error
+        fake.script("ok", [Text("fine")])
+        await h.oc.send_turn(T, "again [[script:ok]]")
+        assert (await h.rec.wait_for("turn.completed")).state == "completed"
+
+
+# ------------------------------------------------------------------ reset mid-response
+
+
+@pytest.mark.parametrize("error", [httpx.RemoteProtocolError, httpx.ReadError])
+async def test_a_reset_mid_response_on_a_read_is_retried(
+    fake: FakeOpenCodeServer, client: OpenCodeClient, error: type[httpx.TransportError]
+) -> None:
+    root = fake.add_session()
+    hook = fake.on("GET", "/session/{id}/message", raising(error, times=1))
+    assert await client.messages(root) == []
+    assert hook.calls == 2
+
+
+async def test_a_reset_abort_during_an_interrupt_is_retried_and_the_stop_succeeds(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("work", [Text("some text"), Hang()])
+    async with Harness(fake) as h:
+        info = await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:work]]")
+        await h.rec.wait_for("content.delta")
+        fake.on("POST", "/session/{id}/abort", raising(httpx.RemoteProtocolError, times=2))
+        result = await h.oc.interrupt_turn(T)
+        assert result.stop is not None and result.stop.ok
+        assert aborts(fake, info.session_id) == 3
+        assert not fake.sessions[info.session_id].busy
+        assert "some text" in result.partial.text, "output before the fault is kept"
+        aborted = await h.rec.wait_for("turn.aborted")
+        assert aborted.turn_id == turn.turn_id
+        await h.consistent()
+
+
+async def test_a_prompt_whose_response_is_lost_after_acceptance_keeps_its_turn(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("work", [Text("hello"), Tool("bash", {"command": "true"}, duration=0.2)])
+    transport = ResetAfterServing(fake.transport, lambda r: r.url.path.endswith("/prompt_async"))
+    async with Harness(fake, transport=transport) as h:
+        info = await h.oc.start_session(T)
+        try:
+            turn_id: str | None = (await h.oc.send_turn(T, "go [[script:work]]")).turn_id
+        except RequestError:
+            turn_id = None
+        assert transport.resets == 1
+        # The prompt did land: the server ran it (user + assistant messages exist) ...
+        await fake.wait_for_event("session.idle", lambda e: True, timeout=3)
+        assert [m.role for m in fake.sessions[info.session_id].messages][:2] == [
+            "user",
+            "assistant",
+        ]
+        # ... so its turn must be tracked to completion, not declared "not accepted".
+        assert turn_id is not None
+        done = await h.rec.wait_for("turn.completed")
+        assert done.turn_id == turn_id
+
+
+# ------------------------------------------------------------------ timeouts
+
+
+async def test_a_server_that_never_answers_times_out_per_attempt_with_a_typed_error() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(30)
+
+    async with LoopbackServer(silent) as server:
+        async with OpenCodeClient(server.url, timeout=0.1, retry=FAST_RETRY) as client:
+            started = time.perf_counter()
+            with pytest.raises(RequestError) as caught:
+                await client.status()
+            elapsed = time.perf_counter() - started
+        assert "timed out" in str(caught.value) and "after 4 attempts" in str(caught.value)
+        assert server.connections == 4
+        assert elapsed < 2.0
+
+
+async def test_a_fake_handler_slower_than_the_client_timeout_times_out(
+    fake: FakeOpenCodeServer,
+) -> None:
+    async def slow(request: httpx.Request) -> None:
+        await asyncio.sleep(0.6)
+
+    fake.on("GET", "/global/health", slow)
+    async with OpenCodeClient(fake.base_url, transport=fake.transport, timeout=0.1) as client:
+        started = time.perf_counter()
+        with pytest.raises(RequestError, match="timed out"):
+            await client.health()
+        assert time.perf_counter() - started < 0.5
+
+
+async def test_a_slow_loris_response_is_bounded_by_the_client_timeout() -> None:
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        while True:
+            writer.write(b"1\r\n \r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async with (
+        LoopbackServer(trickle) as server,
+        OpenCodeClient(server.url, timeout=0.2, retry=FAST_RETRY) as client,
+    ):
+        with pytest.raises(RequestError):
+            async with asyncio.timeout(1.5):  # 0.2 s timeout: generous
+                await client.health()
+
+
+async def test_a_prompt_the_server_never_answers_is_bounded_by_submit_timeout(
+    fake: FakeOpenCodeServer,
+) -> None:
+    hold = fake.hold("POST", "/session/{id}/prompt_async")
+    async with Harness(fake, submit_timeout=0.2) as h:
+        await h.oc.start_session(T)
+        started = time.perf_counter()
+        with pytest.raises(RequestError, match="did not accept the prompt"):
+            await h.oc.send_turn(T, "hello")
+        assert time.perf_counter() - started < 1.0
+        assert fake.in_flight == 0, "the held request was cancelled, not abandoned"
+        await h.rec.wait_for("turn.aborted")
+        await h.consistent()
+        hold.release()
+
+
+# ------------------------------------------------------------------ 5xx / 429 bursts
+
+
+@pytest.mark.parametrize("status", [502, 503, 429])
+async def test_a_burst_of_transient_statuses_is_retried_then_succeeds(
+    fake: FakeOpenCodeServer, client: OpenCodeClient, status: int
+) -> None:
+    root = fake.add_session(busy=True)
+    hook = fake.fail("GET", "/session/status", status=status, times=3)
+    statuses = await client.status()
+    assert statuses[root].is_busy
+    assert hook.calls == 4
+
+
+@pytest.mark.parametrize("status", [502, 503, 429])
+async def test_exhausted_retries_raise_a_request_error_carrying_the_status(
+    fake: FakeOpenCodeServer, client: OpenCodeClient, status: int
+) -> None:
+    root = fake.add_session()
+    hook = fake.fail("POST", "/session/{id}/abort", status=status, times=None)
+    with pytest.raises(RequestError) as caught:
+        await client.abort(root)
+    assert caught.value.status == status
+    assert caught.value.session_id == root and caught.value.operation == "abort"
+    assert "injected failure" in str(caught.value) and "after 4 attempts" in str(caught.value)
+    assert hook.calls == 4
+    assert fake.sessions[root].abort_count == 0
+
+
+async def test_a_503_on_a_prompt_is_raised_with_its_status_after_one_attempt(
+    fake: FakeOpenCodeServer,
+) -> None:
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        fake.fail("POST", "/session/{id}/prompt_async", status=503, times=None)
+        with pytest.raises(RequestError) as caught:
+            await h.oc.send_turn(T, "hello")
+        assert caught.value.status == 503
+        assert prompt_requests(fake) == 1
+        await h.rec.wait_for("turn.aborted")
+        await h.consistent()
+
+
+async def test_interrupt_rides_out_a_burst_of_503_on_the_walk(fake: FakeOpenCodeServer) -> None:
+    fake.script("work", [Hang()])
+    async with Harness(fake) as h:
+        info = await h.oc.start_session(T)
+        kid = fake.add_session(parent_id=info.session_id, busy=True)
+        await h.oc.send_turn(T, "go [[script:work]]")
+        fake.fail("GET", "/session/{id}/children", status=503, times=2)
+        fake.fail("POST", f"/session/{kid}/abort", status=429, times=2)
+        result = await h.oc.interrupt_turn(T)
+        assert result.stop is not None and result.stop.ok
+        assert not fake.sessions[kid].busy and not fake.sessions[info.session_id].busy
+        await h.rec.wait_for("turn.aborted")
+        await h.consistent()
+
+
+# ------------------------------------------------------------------ event stream dropped
+
+
+@pytest.mark.parametrize("with_error", [True, False], ids=["reset", "clean-eof"])
+async def test_a_turn_that_finishes_during_an_event_stream_outage_is_reconciled(
+    fake: FakeOpenCodeServer, with_error: bool
+) -> None:
+    fake.script(
+        "work",
+        [Text("before the drop"), Tool("bash", {"command": "sleep"}, duration=0.1), Text(" end")],
+    )
+    async with Harness(fake) as h:
+        info = await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:work]]")
+        first = await h.rec.wait_for("content.delta")
+        reconnect = fake.hold("GET", "/event")
+        fake.drop_event_streams(error=with_error)
+        warning = await h.rec.wait_for("runtime.warning")
+        assert warning.turn_id == turn.turn_id
+        # The turn finishes on the server while the adapter is blind.
+        await fake.wait_until(lambda: not fake.sessions[info.session_id].busy, timeout=3)
+        assert h.rec.of("turn.completed") == []
+        reconnect.release()
+        done = await h.rec.wait_for("turn.completed", timeout=5)
+        assert done.turn_id == turn.turn_id and done.state == "completed"
+        assert first.delta == "before the drop", "what arrived before the drop was delivered"
+        assert len(h.rec.of("runtime.warning", T)) == 1, "one warning per outage"
+        await h.consistent()
+        assert h.oc.list_sessions()[0].status == "ready"
+
+
+async def test_event_stream_reconnect_survives_failing_reconnect_attempts(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("work", [Text("a"), Tool("bash", {"command": "x"}, duration=0.3), Text("b")])
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:work]]")
+        await h.rec.wait_for("content.delta")
+        refusals = fake.fail("GET", "/event", status=503, times=2)
+        fake.drop_event_streams()
+        done = await h.rec.wait_for("turn.completed", timeout=5)
+        assert done.turn_id == turn.turn_id
+        assert refusals.calls >= 3
+        assert len(h.rec.of("runtime.warning", T)) == 1
+        await h.consistent()
+
+
+async def test_a_turn_aborted_by_another_client_during_an_outage_is_reconciled_as_aborted(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("work", [Text("partial"), Hang()])
+    async with Harness(fake) as h:
+        info = await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:work]]")
+        await h.rec.wait_for("content.delta")
+        reconnect = fake.hold("GET", "/event")
+        fake.drop_event_streams()
+        await h.rec.wait_for("runtime.warning")
+        async with OpenCodeClient(fake.base_url, transport=fake.transport) as other_client:
+            await other_client.abort(info.session_id)  # the TUI's Stop, unseen by the adapter
+        reconnect.release()
+        ended = await wait_any(h.rec, ["turn.completed", "turn.aborted"])
+        assert ended.turn_id == turn.turn_id
+        assert ended.type == "turn.aborted", ended
+
+
+# ------------------------------------------------------------------ the server goes away
+
+
+async def test_an_external_server_vanishing_mid_turn_releases_every_waiter_with_typed_errors(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("work", [Text("partial"), Hang()])
+    async with Harness(fake) as h:
+        info = await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:work]]")
+        await h.rec.wait_for("content.delta")
+        hold = fake.hold("POST", f"/session/{info.session_id}/abort")
+        stops = [asyncio.create_task(h.oc.interrupt_turn(T)) for _ in range(3)]
+        await hold.wait_started()
+        send = asyncio.create_task(h.oc.send_turn(T, "next"))
+        await settle()
+        started = time.perf_counter()
+        await fake.aclose()  # the server is gone: streams end, requests are refused
+        outcomes = await asyncio.gather(*stops, send, return_exceptions=True)
+        assert time.perf_counter() - started < 5.0
+        assert all(isinstance(o, TreeStopError) for o in outcomes), outcomes
+        assert outcomes[0] is outcomes[1] is outcomes[2], "one stop, shared"
+        await h.rec.wait_for("runtime.warning")
+        [info_after] = h.oc.list_sessions()
+        assert info_after.status == "running" and info_after.active_turn_id == turn.turn_id
+        await h.consistent()
+        assert fake.in_flight == 0
+    # Closing the adapter against the dead server is bounded and ends the turn with the exit.
+    [exited] = h.rec.of("session.exited", T)
+    assert exited.turn_id == turn.turn_id
+    assert isinstance(outcomes[3], OpenCodeError)
