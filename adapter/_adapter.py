@@ -192,6 +192,11 @@ class OpenCodeAdapter:
             await self._tasks.aclose()
             for client in self._clients.values():
                 await client.aclose()
+            # Drop what a closed adapter no longer needs (a host may keep the object).
+            self._pumps.clear()
+            self._clients.clear()
+            self._strangers.clear()
+            self._transport = None
             if self._server is not None:
                 await self._server.stop()
             self._hub.close()
@@ -422,9 +427,6 @@ class OpenCodeAdapter:
             new_turn = turn is None
             if turn is None:
                 turn = Turn.new(thread.session_id, self._max_output_bytes)
-                for sid in thread.sessions:
-                    if sid != thread.session_id:
-                        turn.collector.add_session(sid, thread.parents.get(sid))
                 thread.active_turn = turn
                 thread.status = "running"
                 thread.last_error = None
@@ -677,7 +679,18 @@ class OpenCodeAdapter:
         if turn is None:
             return PartialResult.empty(thread.session_id, None)
         collector = turn.collector
-        for s in report:
+        # The turn's own sessions: the root, and those born during this turn. Finished
+        # subagents of earlier turns are stopped too, but hold nothing of this turn.
+        mine = [
+            s
+            for s in report
+            if s.outcome != "not_found"
+            and (
+                s.session_id == thread.session_id
+                or thread.sessions.get(s.session_id) == turn.turn_id
+            )
+        ]
+        for s in mine:
             if s.session_id != thread.session_id:
                 collector.add_session(s.session_id, s.parent_id)
         permits = asyncio.Semaphore(self._stop_concurrency)
@@ -696,9 +709,8 @@ class OpenCodeAdapter:
         try:
             async with asyncio.timeout(self._tree_timeout):
                 async with asyncio.TaskGroup() as tg:
-                    for s in report:
-                        if s.outcome != "not_found":
-                            tg.create_task(fetch(s.session_id))
+                    for s in mine:
+                        tg.create_task(fetch(s.session_id))
         except TimeoutError:
             _log.warning("adapter.partial_reconcile_timeout", thread_id=thread.thread_id)
         return collector.result(turn.turn_id)

@@ -400,3 +400,25 @@ async def test_interrupt_validates_the_thread(oc: OpenCodeAdapter) -> None:
         await oc.interrupt_turn("missing")
     with pytest.raises((InvalidInputError, RequestError)):
         await oc.send_turn("missing", "")
+
+
+async def test_partial_covers_this_turn_only_but_the_whole_tree_is_stopped(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("kid", [Text("kid done")])
+    fake.script("first", [Task("earlier work", "kid"), Text("first done")])
+    fake.script("hang", [Hang()])
+    fake.script("second", [Task("current work", "hang")])
+    info = await oc.start_session(T)
+    await oc.send_turn(T, "one [[script:first]]")
+    await rec.wait_for("turn.completed")
+    [old_child] = fake.sessions[info.session_id].children
+    await oc.send_turn(T, "two [[script:second]]")
+    await rec.wait_for("child.started", lambda e: e.session_id != old_child)
+    before = len(fake.requests)
+    result = await oc.interrupt_turn(T)
+    assert result.stop is not None and old_child in result.stop.session_ids
+    assert old_child not in result.partial.sessions
+    assert [c.input.get("description") for c in result.partial.tool_calls] == ["current work"]
+    fetched = [r.path for r in fake.requests[before:] if r.path.endswith("/message")]
+    assert f"/session/{old_child}/message" not in fetched

@@ -1,0 +1,276 @@
+"""Stop a real OpenCode tree three ways and time it, read from the server.
+
+For nested ``task`` trees and API-created trees of growing size and depth,
+each strategy stops a fresh, fully busy tree:
+
+- ``root-only``: ``POST /session/{root}/abort`` and nothing else;
+- ``walk-no-verify``: ``stop_tree(verify=False)`` (root first, then the walk);
+- ``interrupt_turn``: the adapter's Stop (root abort raced against the
+  acknowledgement, the walk, the verification pass, partial results).
+
+Measured per run: time from the start of the stop until every tree session is
+idle for good according to ``GET /session/status`` (polled every 5 ms until 1 s
+after the call returned; "never" if some
+stay busy), the time the call itself took, and the model requests of
+the tree that started after the call returned (within 1 s). Medians and
+ranges over repeated runs.
+
+    .venv/bin/python benchmarks/real_stop.py            # full (a few minutes)
+    .venv/bin/python benchmarks/real_stop.py --quick    # fewer runs and sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from adapter import OpenCodeAdapter, OpenCodeClient, TreeStopError, stop_tree
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing.model import Hang, ToolCalls, script_marker, task_call
+from benchmarks._common import machine, quiet_logging, table, write_json
+
+IDLE_DEADLINE = 3.0
+AFTER_WINDOW = 1.0
+STRATEGIES = ("root-only", "walk-no-verify", "interrupt_turn")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A tree: ``kind`` task (subagents) or api (children by parentID); fan-out per level."""
+
+    kind: str
+    fanout: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        total, level = 1, 1
+        for f in self.fanout:
+            level *= f
+            total += level
+        return total
+
+    @property
+    def depth(self) -> int:
+        return len(self.fanout)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} n={self.size} d={self.depth}"
+
+
+FULL = [
+    Shape("api", ()),
+    Shape("api", (9,)),
+    Shape("api", (3, 2)),
+    Shape("api", (1, 1, 1, 1)),
+    Shape("api", (7, 6)),
+    Shape("task", (1,)),
+    Shape("task", (1, 1, 1)),
+    Shape("task", (3, 2)),
+    Shape("task", (7, 6)),
+]
+QUICK = [Shape("api", (9,)), Shape("task", (1, 1, 1)), Shape("task", (3, 2))]
+
+
+class Bench:
+    def __init__(self, model: ScriptedModelServer, server: RealOpenCodeServer) -> None:
+        self.model = model
+        self.server = server
+        self.counter = 0
+
+    def name(self, what: str) -> str:
+        self.counter += 1
+        return f"b{self.counter}-{what}"
+
+    async def build(
+        self, oc: OpenCodeAdapter, client: OpenCodeClient, shape: Shape
+    ) -> tuple[str, str, list[str]]:
+        """A fully busy tree: every leaf's model call hangs. Returns (thread, root, sessions)."""
+        thread = self.name("thread")
+        hang = self.name("hang")
+        self.model.script(hang, [Hang()])
+        info = await oc.start_session(thread, title=thread)
+        root = info.session_id
+        if shape.kind == "task":
+            scripts = [hang]
+            for fan in reversed(shape.fanout):
+                level = self.name("lvl")
+                self.model.script(
+                    level, [ToolCalls([task_call(f"part {i}", scripts[-1]) for i in range(fan)])]
+                )
+                scripts.append(level)
+            await oc.send_turn(thread, "go " + script_marker(scripts[-1]))
+            leaves = 1
+            for f in shape.fanout:
+                leaves *= f
+            await self.model.wait_for_async(
+                lambda reqs: len([r for r in reqs if r.script == hang and r.open]) >= leaves,
+                timeout=60,
+            )
+        else:
+            await oc.send_turn(thread, "go " + script_marker(hang))
+            parents = [root]
+            for fan in shape.fanout:
+                nxt = []
+                for parent in parents:
+                    for i in range(fan):
+                        kid = await client.create_session(title=f"kid {i}", parent_id=parent)
+                        await client.prompt_async(kid.id, "work " + script_marker(hang))
+                        nxt.append(kid.id)
+                parents = nxt
+            await self.model.wait_for_async(
+                lambda reqs: (
+                    len({r.session_id for r in reqs if r.script == hang and r.open}) >= shape.size
+                ),
+                timeout=60,
+            )
+        sessions = [root]
+        for sid in sessions:
+            sessions.extend(c.id for c in await client.children(sid) if c.id not in sessions)
+        return thread, root, sessions
+
+    async def run(self, shape: Shape, strategy: str) -> dict[str, Any]:
+        async with (
+            OpenCodeAdapter(self.server.base_url, directory=str(self.server.directory)) as oc,
+            OpenCodeClient(self.server.base_url, directory=str(self.server.directory)) as client,
+        ):
+            thread, root, tree = await self.build(oc, client, shape)
+            assert len(tree) == shape.size, (len(tree), shape)
+            until = asyncio.Event()
+            watcher = asyncio.create_task(_idle_time(client, tree, until))
+            t0 = time.monotonic()
+            error = None
+            try:
+                if strategy == "root-only":
+                    await client.abort(root)
+                elif strategy == "walk-no-verify":
+                    await stop_tree(client, root, verify=False)
+                else:
+                    await oc.interrupt_turn(thread)
+            except TreeStopError as exc:
+                error = str(exc)
+            returned = time.monotonic()
+            await asyncio.sleep(AFTER_WINDOW)
+            until.set()
+            idle_at = await watcher
+            late = self.model.requests_after(returned, session_ids=tree)
+            # Leave nothing running for the next run.
+            await oc.interrupt_turn(thread)
+        return {
+            "shape": shape.label,
+            "strategy": strategy,
+            "sessions": len(tree),
+            "call_ms": (returned - t0) * 1000,
+            "idle_ms": None if idle_at is None else (idle_at - t0) * 1000,
+            "late_requests": len(late),
+            "error": error,
+        }
+
+
+async def _idle_time(client: OpenCodeClient, tree: list[str], until: asyncio.Event) -> float | None:
+    """When the tree went idle for good: the first all-idle poll after the last busy one.
+
+    A root can go busy again after an idle (one more model step), so the first
+    idle observation is not enough; polling goes on until ``until`` is set.
+    None if some session was still busy at the end.
+    """
+    members = set(tree)
+    idle_since: float | None = None
+    deadline = time.monotonic() + IDLE_DEADLINE + AFTER_WINDOW
+    while time.monotonic() < deadline:
+        statuses = await client.status()
+        now = time.monotonic()
+        if any(statuses.get(s) is not None and statuses[s].is_busy for s in members):
+            idle_since = None
+        elif idle_since is None:
+            idle_since = now
+        if until.is_set():
+            break
+        await asyncio.sleep(0.005)
+    return idle_since
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    idle = [r["idle_ms"] for r in rows if r["idle_ms"] is not None]
+    calls = [r["call_ms"] for r in rows]
+    return {
+        "runs": len(rows),
+        "idle_median_ms": statistics.median(idle) if idle else None,
+        "idle_range_ms": [min(idle), max(idle)] if idle else None,
+        "never_idle": sum(1 for r in rows if r["idle_ms"] is None),
+        "call_median_ms": statistics.median(calls),
+        "late_requests": sum(r["late_requests"] for r in rows),
+        "errors": sum(1 for r in rows if r["error"]),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    quiet_logging()
+    shapes = QUICK if args.quick else FULL
+    runs = args.runs or (2 if args.quick else 3)
+    results: list[dict[str, Any]] = []
+    with ScriptedModelServer() as model:
+        server = RealOpenCodeServer(model.base_url, subagent_depth=5)
+        await asyncio.to_thread(server.start)
+        try:
+            bench = Bench(model, server)
+            await bench.run(Shape("api", (1,)), "interrupt_turn")  # warm-up: first prompt is slow
+            for shape in shapes:
+                for strategy in STRATEGIES:
+                    rows = [await bench.run(shape, strategy) for _ in range(runs)]
+                    results.append(
+                        {"shape": shape.label, "strategy": strategy, **_summary(rows), "rows": rows}
+                    )
+                    print(f"  {shape.label:<18} {strategy:<15} done", file=sys.stderr)
+        finally:
+            await asyncio.to_thread(server.close)
+    headers = [
+        "tree",
+        "strategy",
+        "all idle after (median, range) ms",
+        "never idle",
+        "call ms",
+        "late model requests",
+    ]
+    body = []
+    for r in results:
+        idle = (
+            f"{r['idle_median_ms']:.0f} ({r['idle_range_ms'][0]:.0f}–{r['idle_range_ms'][1]:.0f})"  # noqa: RUF001
+            if r["idle_median_ms"] is not None
+            else "never"
+        )
+        body.append(
+            [
+                r["shape"],
+                r["strategy"],
+                idle,
+                f"{r['never_idle']}/{r['runs']}",
+                f"{r['call_median_ms']:.0f}",
+                r["late_requests"],
+            ]
+        )
+    print(table(headers, body))
+    path = write_json(
+        "real_stop" + ("-quick" if args.quick else ""),
+        {"machine": machine(), "runs": runs, "results": results},
+    )
+    print(f"\nJSON: {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", type=int)
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
