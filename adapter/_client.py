@@ -13,6 +13,7 @@ from typing import Any, Literal, Self, TypeVar
 
 import httpx
 import httpx_sse
+import structlog
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -138,6 +139,8 @@ class OpenCodeClient:
             # server on this very machine: loopback servers are always reached directly.
             trust_env=not _is_loopback(url.host),
         )
+        self._url_prefix = str(self._http.base_url).rstrip("/")
+        self._extensions = {"timeout": httpx.Timeout(timeout).as_dict()}
         self._retrying_kwargs: dict[str, Any] = {
             "stop": stop_after_attempt(self.retry.attempts),
             "wait": wait_random_exponential(
@@ -513,7 +516,19 @@ class OpenCodeClient:
             # httpx's timeout bounds each read; this bounds the whole attempt, so a
             # server that trickles a byte at a time (slow loris) cannot hold us.
             async with asyncio.timeout(self.timeout):
-                request = self._http.build_request(method, path, json=json_body, params=params)
+                if self._http.cookies:
+                    request = self._http.build_request(method, path, json=json_body, params=params)
+                else:
+                    # build_request merges URL, headers, cookies and timeout on every
+                    # call although they never change: build the request directly.
+                    request = httpx.Request(
+                        method,
+                        self._url_prefix + path,
+                        params=params,
+                        json=json_body,
+                        headers=self._http.headers,
+                        extensions=self._extensions,
+                    )
                 response = await self._http.send(request, stream=True)
                 try:
                     status = response.status_code
@@ -551,14 +566,17 @@ class OpenCodeClient:
                 operation, f"transport error ({type(exc).__name__})", session_id=session_id
             ) from exc
         finally:
-            _log.debug(
-                "opencode.request",
-                operation=operation,
-                session_id=session_id,
-                status=status,
-                attempt=attempt,
-                duration_ms=round((time.perf_counter() - started) * 1000, 2),
-            )
+            # Unconfigured structlog prints every level to stdout: a library stays
+            # quiet about each request until the host configured logging.
+            if structlog.is_configured():
+                _log.debug(
+                    "opencode.request",
+                    operation=operation,
+                    session_id=session_id,
+                    status=status,
+                    attempt=attempt,
+                    duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                )
         if not 200 <= status < 300:
             raise self._status_error(operation, status, body, session_id)
         if status == 204 or not body:

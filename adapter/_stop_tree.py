@@ -216,6 +216,7 @@ class _Walk:
         self.root_id = root_id
         self.max_sessions = max_sessions
         self.root_abort = root_abort
+        self.concurrency = concurrency
         self.permits = asyncio.Semaphore(concurrency)
         self.queue: deque[_Job] = deque()
         self.changed = asyncio.Event()
@@ -232,19 +233,33 @@ class _Walk:
         return time.perf_counter() - self.t0
 
     async def drain(self) -> None:
-        """Run queued jobs until none is queued or running; a free permit never idles."""
+        """Run queued jobs until none is queued or running; a free permit never idles.
+
+        ``concurrency`` long-lived workers share the FIFO: a worker that finished a
+        request takes the next queued job in the same step, with no hand-off through
+        another task, so a permit is never idle while work is queued.
+        """
         async with asyncio.TaskGroup() as tg:
-            while True:
-                if not self.queue:
-                    if self.active == 0:
-                        return
-                    self.changed.clear()
-                    await self.changed.wait()
-                    continue
-                await self.permits.acquire()
-                job = self.queue.popleft()
+            for _ in range(self.concurrency):
+                tg.create_task(self._worker())
+
+    async def _worker(self) -> None:
+        queue = self.queue
+        while True:
+            if queue:
+                job = queue.popleft()
                 self.active += 1
-                tg.create_task(self._run(job))
+                async with self.permits:  # uncontended: as many workers as permits
+                    await self._run(job)
+                self.active -= 1
+                if queue or self.active == 0:
+                    self.changed.set()
+                continue
+            if self.active == 0:
+                self.changed.set()
+                return
+            self.changed.clear()
+            await self.changed.wait()
 
     async def _run(self, job: _Job) -> None:
         kind, node = job
@@ -259,9 +274,6 @@ class _Walk:
                 await self._abort(node, again=kind == "reabort")
         finally:
             self.in_flight -= 1
-            self.active -= 1
-            self.permits.release()
-            self.changed.set()
 
     async def _abort(self, node: _Node, *, again: bool) -> None:
         if not again:

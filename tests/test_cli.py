@@ -182,3 +182,17 @@ async def test_demo_with_the_fake_server_proves_everything(
     proof = data["proof"]
     assert proof["ok"] and proof["all_tree_idle"] and proof["unrelated_never_requested"]
     assert proof["tree_sessions"] == 6 and proof["model_requests_after_stop"] == 0
+
+
+async def test_demo_without_node_says_how_to_install_and_falls_back(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENCODE_BIN", "/nonexistent/opencode")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code = await amain(["demo", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "Node.js and npm were not found" in captured.err
+    assert "apt-get install nodejs npm" in captured.err and "make opencode" in captured.err
+    assert "FAKE SERVER" in captured.err
+    assert json.loads(captured.out)["backend"] == "fake"

@@ -1,0 +1,164 @@
+# ruff: noqa: RUF001  (the printed tables use multiplication signs and dashes on purpose)
+"""Helpers shared by the benchmark scripts: machine facts, tables, JSON output.
+
+Benchmarks are scripts that print figures; they are not tests and assert nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def quiet_logging() -> None:
+    """Filter the library's structlog output at WARNING, as a host would.
+
+    Left unconfigured, structlog prints every event, DEBUG included, to stdout:
+    one line per request would be measured along with the walk.
+    """
+    from adapter import configure_logging
+
+    configure_logging(level=logging.WARNING)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mhz = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("cpu MHz"):
+                    mhz = float(line.split(":", 1)[1])
+                    break
+    except (OSError, ValueError):
+        pass
+    versions: dict[str, str] = {}
+    for name in ("httpx", "httpx-sse", "h11", "structlog", "tenacity"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "missing"
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "cpu_mhz": mhz,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "packages": versions,
+    }
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table (also readable on a terminal)."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c))
+    right = [
+        all(_numeric(row[i]) for row in cells if row[i] not in ("", "–")) and bool(cells)
+        for i in range(len(headers))
+    ]
+
+    def fmt(row: Sequence[str]) -> str:
+        parts = [c.rjust(widths[i]) if right[i] else c.ljust(widths[i]) for i, c in enumerate(row)]
+        return "| " + " | ".join(parts) + " |"
+
+    sep = "|" + "|".join(
+        ("-" * (w + 1) + ":") if right[i] else ("-" * (w + 2)) for i, w in enumerate(widths)
+    )
+    return "\n".join([fmt(list(headers)), sep + "|", *(fmt(r) for r in cells)])
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _numeric(text: str) -> bool:
+    t = text.replace(",", "").replace("×", "").replace("%", "").strip()
+    try:
+        float(t)
+    except ValueError:
+        return False
+    return True
+
+
+def write_json(name: str, data: dict[str, Any]) -> Path:
+    """Write ``data`` to ``benchmarks/results/NAME`` (``.json`` added when missing)."""
+    if not name.endswith(".json"):
+        name += ".json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / name
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def kib(nbytes: float | None) -> str:
+    return "–" if nbytes is None else f"{nbytes / 1024:,.0f}"
+
+
+# (path fragment, component): the first match names a frame's component; frames
+# that match none (the standard library: json aside, urllib, http.cookiejar, re...)
+# count for the component of their caller.
+COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("/httpx_sse/", "httpx-sse (SSE parsing)"),
+    ("/httpx/", "httpx (request building, send, response)"),
+    ("/h11/", "h11"),
+    ("adapter/_client.py", "adapter/_client.py (OpenCodeClient)"),
+    ("adapter/_stop_tree.py", "adapter/_stop_tree.py (the walk)"),
+    ("adapter/_adapter.py", "adapter/_adapter.py (routing, mapping)"),
+    ("adapter/_partial.py", "adapter/_partial.py (partial results)"),
+    ("adapter/_events.py", "adapter/_events.py + _stream.py (canonical events, fan-out)"),
+    ("adapter/_stream.py", "adapter/_events.py + _stream.py (canonical events, fan-out)"),
+    ("/adapter/", "adapter: ids, models, logging"),
+    ("/structlog/", "structlog"),
+    ("/benchmarks/", "the benchmark itself (simulated server, consumer)"),
+    ("/json/", "json (stdlib decoder)"),
+    ("/asyncio/", "asyncio event loop (scheduling, tasks, queues)"),
+)
+
+
+def _component(path: str) -> str | None:
+    p = path.replace("\\", "/")
+    for fragment, name in COMPONENTS:
+        if fragment in p:
+            return name
+    return None
+
+
+def aggregate_profile(root: Any) -> list[tuple[str, float]]:
+    """Self time per component of a pyinstrument frame tree, largest first."""
+    totals: dict[str, float] = {}
+    stack: list[tuple[Any, str]] = [(root, "other")]
+    while stack:
+        frame, inherited = stack.pop()
+        own = _component(frame.file_path or "") or inherited
+        if frame.is_synthetic_leaf:
+            totals[own] = totals.get(own, 0.0) + frame.time
+        for child in frame.children:
+            stack.append((child, own))
+    return sorted(totals.items(), key=lambda kv: -kv[1])
