@@ -109,6 +109,7 @@ class OpenCodeAdapter:
         stop_concurrency: int = 8,
         max_output_bytes: int = 64 * 1024,
         max_tree_sessions: int = 10_000,
+        eager_root_listing: bool = False,
         server_ready_timeout: float = 30.0,
     ) -> None:
         if base_url is None and transport is not None:
@@ -127,6 +128,7 @@ class OpenCodeAdapter:
         self._stop_concurrency = stop_concurrency
         self._max_output_bytes = max_output_bytes
         self._max_tree_sessions = max_tree_sessions
+        self._eager_root_listing = eager_root_listing
         self._server_ready_timeout = server_ready_timeout
         self._server: ServerProcess | None = None
         self._hub = EventHub()
@@ -665,6 +667,7 @@ class OpenCodeAdapter:
             max_sessions=self._max_tree_sessions,
             timeout=self._abort_timeout + self._tree_timeout,
             root_abort=root_abort,
+            eager_root_listing=self._eager_root_listing,
         )
         for sid in report.session_ids:
             if sid not in thread.sessions:

@@ -195,7 +195,7 @@ class _Node:
         )
 
 
-_Job = tuple[Literal["abort", "children", "reabort"], _Node]
+_Job = tuple[Literal["abort", "children", "reabort", "prelist"], _Node]
 
 
 class _Walk:
@@ -270,6 +270,8 @@ class _Walk:
         try:
             if kind == "children":
                 await self._list(node)
+            elif kind == "prelist":
+                await self._prelist(node)
             else:
                 await self._abort(node, again=kind == "reabort")
         finally:
@@ -337,6 +339,21 @@ class _Walk:
             return
         self._discover(node, children)
 
+    async def _prelist(self, node: _Node) -> None:
+        """An early listing while the node's abort is in flight: it only speeds things up.
+
+        Its failures do not count; the listing after the abort settled is the one that
+        cannot miss a child, and it still runs.
+        """
+        try:
+            children = await self.client.children(node.session_id)
+        except ProtocolError as exc:
+            children = exc.partial if isinstance(exc.partial, list) else []
+        except OpenCodeError as exc:
+            _log.debug("stop.prelist_failed", session_id=node.session_id, error=str(exc))
+            return
+        self._discover(node, children)
+
     def _discover(self, node: _Node, children: list[Session]) -> None:
         for child in children:
             if child.id in self.nodes:
@@ -378,6 +395,7 @@ async def stop_tree(
     max_sessions: int = 10_000,
     root_abort: Callable[[], Awaitable[object]] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    eager_root_listing: bool = False,
 ) -> StopReport:
     """Stop ``root_id`` and every session reachable from it through ``children``.
 
@@ -392,6 +410,12 @@ async def stop_tree(
     ``root_abort`` replaces the root's ``client.abort`` (the adapter uses it to
     race the abort against the server's acknowledgement). ``progress`` is
     called with (sessions settled, sessions discovered) after each abort.
+
+    With ``eager_root_listing`` the root's children are also listed while the
+    root abort is in flight, and stopped at once; the root is listed again
+    once its abort settled, so a child created meanwhile is still found. On a
+    real server, whose abort returns only after the session's tools had time
+    to finish, this saves most of that wait for the rest of the tree.
 
     Returns the :class:`StopReport`; raises :class:`TreeStopError` (carrying the
     report) if any request failed, the tree stayed busy, or ``timeout`` expired.
@@ -414,6 +438,8 @@ async def stop_tree(
     try:
         async with asyncio.timeout(timeout):
             walk.queue.append(("abort", walk.nodes[root_id]))
+            if eager_root_listing:
+                walk.queue.append(("prelist", walk.nodes[root_id]))
             await walk.drain()
             while verify and rounds < max_verify_rounds:
                 rounds += 1

@@ -5,8 +5,10 @@ each strategy stops a fresh, fully busy tree:
 
 - ``root-only``: ``POST /session/{root}/abort`` and nothing else;
 - ``walk-no-verify``: ``stop_tree(verify=False)`` (root first, then the walk);
+- ``eager-walk-no-verify``: the same with ``eager_root_listing=True`` (the root's
+  children are listed and stopped while the root abort is in flight);
 - ``interrupt_turn``: the adapter's Stop (root abort raced against the
-  acknowledgement, the walk, the verification pass, partial results).
+  acknowledgement, the eager walk, the verification pass, partial results).
 
 Measured per run: time from the start of the stop until every tree session is
 idle for good according to ``GET /session/status`` (polled every 5 ms until 1 s
@@ -39,7 +41,7 @@ from benchmarks._common import machine, quiet_logging, table, write_json
 
 IDLE_DEADLINE = 3.0
 AFTER_WINDOW = 1.0
-STRATEGIES = ("root-only", "walk-no-verify", "interrupt_turn")
+STRATEGIES = ("root-only", "walk-no-verify", "eager-walk-no-verify", "interrupt_turn")
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,8 @@ class Bench:
                     await client.abort(root)
                 elif strategy == "walk-no-verify":
                     await stop_tree(client, root, verify=False)
+                elif strategy == "eager-walk-no-verify":
+                    await stop_tree(client, root, verify=False, eager_root_listing=True)
                 else:
                     await oc.interrupt_turn(thread)
             except TreeStopError as exc:

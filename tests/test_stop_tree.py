@@ -478,3 +478,41 @@ async def test_progress_reports_settled_and_discovered(
         client, ROOT, concurrency=1, progress=lambda done, known: seen.append((done, known))
     )
     assert seen == [(1, 1), (2, 3), (3, 3), (4, 4)]
+
+
+async def test_eager_root_listing_stops_children_while_the_root_abort_is_in_flight(
+    router: respx.MockRouter, client: OpenCodeClient
+) -> None:
+    api = tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_a1"]})
+    gate = Gate()
+    api.abort_hooks[ROOT] = gate
+    task = asyncio.create_task(stop_tree(client, ROOT, eager_root_listing=True))
+    await gate.started.wait()
+    for _ in range(200):
+        if {"ses_a", "ses_b", "ses_a1"} <= set(api.aborts):
+            break
+        await asyncio.sleep(0.001)
+    assert {"ses_a", "ses_b", "ses_a1"} <= set(api.aborts), "children stopped during the root abort"
+    assert api.aborts[0] == ROOT, "the root abort is still sent first"
+    api.children[ROOT].append("ses_late")  # created while the root abort was in flight
+    assert not task.done()
+    gate.release()
+    report = await task
+    assert "ses_late" in api.aborts, "the listing after the root abort finds late children"
+    assert api.listings.count(ROOT) == 2
+    assert report.ok and len(report) == 5
+
+
+async def test_a_failed_early_listing_is_not_a_failure(
+    router: respx.MockRouter, client: OpenCodeClient
+) -> None:
+    api = tree(router, {ROOT: ["ses_a"]})
+    calls = {"n": 0}
+
+    async def first_listing_fails(sid: str) -> httpx.Response | None:
+        calls["n"] += 1
+        return error(400, "not now") if calls["n"] == 1 else None
+
+    api.children_hooks[ROOT] = first_listing_fails
+    report = await stop_tree(client, ROOT, eager_root_listing=True)
+    assert report.ok and "ses_a" in api.aborts
