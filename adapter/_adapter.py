@@ -1399,35 +1399,28 @@ class OpenCodeAdapter:
             return
         self._complete_turn(thread, turn, None)
 
+    def _end_turn(self, thread: ThreadState, turn: Turn, type: str, **fields: Any) -> None:
+        """The turn is over: the thread is ready again, and the host is told how it ended."""
+        thread.active_turn = None
+        thread.status = "ready"
+        self._emit(TurnEvent(type=type, thread_id=thread.thread_id, turn_id=turn.turn_id, **fields))
+
     def _complete_turn(
         self, thread: ThreadState, turn: Turn, raw: Mapping[str, Any] | None
     ) -> None:
-        thread.active_turn = None
-        thread.status = "ready"
-        self._emit(
-            TurnEvent(
-                type="turn.completed",
-                thread_id=thread.thread_id,
-                turn_id=turn.turn_id,
-                state="completed",
-                raw=raw,
-            )
-        )
+        self._end_turn(thread, turn, "turn.completed", state="completed", raw=raw)
 
     def _end_aborted_elsewhere(
         self, thread: ThreadState, turn: Turn, raw: Mapping[str, Any] | None
     ) -> None:
-        thread.active_turn = None
-        thread.status = "ready"
-        self._emit(
-            TurnEvent(
-                type="turn.aborted",
-                thread_id=thread.thread_id,
-                turn_id=turn.turn_id,
-                reason="Aborted outside this adapter.",
-                partial=turn.collector.result(turn.turn_id),
-                raw=raw,
-            )
+        partial = turn.collector.result(turn.turn_id)
+        self._end_turn(
+            thread,
+            turn,
+            "turn.aborted",
+            reason="Aborted outside this adapter.",
+            partial=partial,
+            raw=raw,
         )
 
     def _fail_turn(
@@ -1438,19 +1431,8 @@ class OpenCodeAdapter:
         message: str,
         raw: Mapping[str, Any] | None,
     ) -> None:
-        thread.active_turn = None
-        thread.status = "ready"
         thread.last_error = message
-        self._emit(
-            TurnEvent(
-                type="turn.completed",
-                thread_id=thread.thread_id,
-                turn_id=turn.turn_id,
-                state="failed",
-                error=message,
-                raw=raw,
-            )
-        )
+        self._end_turn(thread, turn, "turn.completed", state="failed", error=message, raw=raw)
         self._emit(
             RuntimeEvent(
                 type="runtime.error",
