@@ -301,6 +301,7 @@ class OpenCodeAdapter:
             thread.title = title
         self._threads[thread_id] = thread
         self._owner[session_id] = thread
+        self._strangers.clear()  # a new root can make yesterday's strangers ours
         try:
             async with asyncio.timeout(self._connect_timeout):
                 await _first(pump.connected.wait(), thread.closed.wait(), self._closing.wait())
@@ -323,6 +324,9 @@ class OpenCodeAdapter:
         self._emit(SessionEvent(type="thread.started", thread_id=thread_id, session_id=session_id))
         if warning is not None:
             self._emit(RuntimeEvent(type="runtime.warning", thread_id=thread_id, message=warning))
+        if resumed_id is not None and session_id == resumed_id:
+            # The stream has no replay: requests raised before we connected are listed.
+            self._tasks.spawn(self._recover_pending(pump), name=f"recover:{thread_id}")
         _log.info("adapter.session_started", thread_id=thread_id, session_id=session_id)
         return thread.info()
 
@@ -886,8 +890,26 @@ class OpenCodeAdapter:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    async def _recover_pending(self, pump: _Pump) -> None:
+        """Announce permission and question requests the event stream did not deliver
+        (raised before we connected, or during an outage), for every thread they belong to."""
+        try:
+            pending = await pump.client.pending_requests()
+        except OpenCodeError as exc:
+            _log.warning("adapter.recover_requests_failed", error=str(exc))
+            return
+        for request in pending:
+            etype = f"{request.kind}.asked"
+            event = {"type": etype, "properties": dict(request.raw)}
+            thread = self._owner.get(request.session_id)
+            if thread is not None:
+                self._on_request_asked(thread, request.session_id, etype, request.raw, event)
+            elif not self._closed:
+                self._lookup_orphan(request.session_id, event)
+
     async def _reconcile_after_outage(self, pump: _Pump) -> None:
         """The stream has no replay: ask the server whether active turns ended meanwhile."""
+        await self._recover_pending(pump)
         for thread in self._threads_of(pump):
             turn = thread.active_turn
             if turn is None or thread.stop is not None:
@@ -1274,8 +1296,8 @@ class OpenCodeAdapter:
         raw: Mapping[str, Any],
     ) -> None:
         request_id = props.get("id")
-        if not isinstance(request_id, str):
-            return
+        if not isinstance(request_id, str) or request_id in thread.pending:
+            return  # a duplicate, or one recovered already
         turn_id = thread.active_turn.turn_id if thread.active_turn else None
         if etype == "permission.asked":
             patterns = props.get("patterns")

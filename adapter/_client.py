@@ -32,7 +32,7 @@ from ._exceptions import (
 )
 from ._ids import path_segment, validate_id
 from ._logging import get_logger
-from ._models import Health, Message, Session, SessionStatus
+from ._models import Health, Message, PendingRequest, Session, SessionStatus
 from ._retry import TRANSIENT_TRANSPORT_ERRORS, RetryPolicy, is_transient_status
 
 __all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
@@ -321,6 +321,27 @@ class OpenCodeClient:
             json_body=body,
             parse=_ignore,
         )
+
+    async def pending_requests(self) -> list[PendingRequest]:
+        """Permission and question requests the server is waiting on (every session)."""
+
+        def parser(
+            kind: Literal["permission", "question"],
+        ) -> Callable[[object], list[PendingRequest]]:
+            def parse(data: object) -> list[PendingRequest]:
+                if not isinstance(data, list):
+                    raise ValueError(f"the {kind} list is not a list")
+                return [PendingRequest.parse(item, kind) for item in data]
+
+            return parse
+
+        permissions = await self._call(
+            "pending_permissions", "GET", "/permission", idempotent=True, parse=parser("permission")
+        )
+        questions = await self._call(
+            "pending_questions", "GET", "/question", idempotent=True, parse=parser("question")
+        )
+        return permissions + questions
 
     async def permission_reply(
         self, request_id: str, reply: PermissionReply, *, message: str | None = None

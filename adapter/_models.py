@@ -21,6 +21,7 @@ __all__ = [
     "MessageError",
     "MessageInfo",
     "Part",
+    "PendingRequest",
     "Session",
     "SessionStatus",
     "ToolState",
@@ -284,4 +285,24 @@ class Message:
             raise ValueError("field 'parts' is not a list")
         return cls(
             info=MessageInfo.parse(obj.get("info")), parts=tuple(Part.parse(p) for p in parts)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    """A permission (``per_…``) or question (``que_…``) request the server is waiting on."""
+
+    id: str
+    session_id: str
+    kind: Literal["permission", "question"]
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, data: object, kind: Literal["permission", "question"]) -> PendingRequest:
+        obj = _obj(data, f"{kind} request")
+        return cls(
+            id=validate_id("per" if kind == "permission" else "que", obj.get("id")),
+            session_id=validate_id("ses", obj.get("sessionID")),
+            kind=kind,
+            raw=obj,
         )

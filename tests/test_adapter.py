@@ -415,3 +415,42 @@ async def test_events_iterator_ends_on_close_and_no_task_leaks(fake: FakeOpenCod
         await oc.start_session("again")
     with pytest.raises(AdapterClosedError):
         await oc.interrupt_turn(T)
+
+
+async def test_resume_recovers_requests_raised_before_we_connected(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script(
+        "child",
+        [Permission("bash", ["make *"], tool=Tool("bash", {"command": "make"}, output="ok"))],
+    )
+    fake.script("root", [Task("build", "child"), Text("built")])
+    async with fake.client() as http:  # another client started the work
+        root = (await http.post("/session", json={"title": "elsewhere"})).json()["id"]
+        body = {"parts": [{"type": "text", "text": "go [[script:root]]"}]}
+        await http.post(f"/session/{root}/prompt_async", json=body)
+    await fake.wait_until(lambda: any(s.pending_requests for s in fake.sessions.values()))
+    await oc.start_session(T, resume={"schema": 1, "session_id": root})
+    opened = await rec.wait_for("request.opened")
+    assert opened.thread_id == T and opened.patterns == ("make *",)
+    assert fake.sessions[opened.session_id].parent_id == root
+    await oc.respond_to_request(T, opened.request_id, "accept")
+    resolved = await rec.wait_for("request.resolved")
+    assert resolved.decision == "accept"
+
+
+async def test_requests_raised_during_an_outage_are_recovered(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("ask", [Permission("edit", ["*.py"])])
+    await oc.start_session(T)
+    hold = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await hold.wait_started()
+    await oc.send_turn(T, "go [[script:ask]]")
+    await fake.wait_until(lambda: any(s.pending_requests for s in fake.sessions.values()))
+    hold.release()
+    opened = await rec.wait_for("request.opened")
+    assert opened.thread_id == T and opened.permission == "edit"
+    await asyncio.sleep(0.05)
+    assert len(rec.of("request.opened", T)) == 1, "recovered once, not again when the event comes"
