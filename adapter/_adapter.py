@@ -49,7 +49,7 @@ from ._partial import PartialResult
 from ._server_process import ServerProcess
 from ._state import (
     InterruptResult,
-    PendingRequest,
+    OpenRequest,
     SessionInfo,
     Stop,
     ThreadHistory,
@@ -1302,7 +1302,7 @@ class OpenCodeAdapter:
         if etype == "permission.asked":
             patterns = props.get("patterns")
             permission = props.get("permission")
-            thread.pending[request_id] = PendingRequest("permission", request_id, sid)
+            thread.pending[request_id] = OpenRequest("permission", request_id, sid)
             self._emit(
                 RequestEvent(
                     type="request.opened",
@@ -1324,7 +1324,7 @@ class OpenCodeAdapter:
                 if isinstance(questions, list)
                 else ()
             )
-            thread.pending[request_id] = PendingRequest("question", request_id, sid, qs)
+            thread.pending[request_id] = OpenRequest("question", request_id, sid, qs)
             self._emit(
                 RequestEvent(
                     type="user-input.requested",

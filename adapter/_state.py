@@ -103,7 +103,7 @@ class Stop:
 
 
 @dataclass(frozen=True, slots=True)
-class PendingRequest:
+class OpenRequest:
     kind: Literal["permission", "question"]
     request_id: str
     session_id: str
@@ -135,7 +135,7 @@ class ThreadState:
     parents: dict[str, str | None] = field(default_factory=dict)
     # Root messages: id -> (role, parentID) so output can be attributed to its turn.
     messages: dict[str, tuple[str, str | None]] = field(default_factory=dict)
-    pending: dict[str, PendingRequest] = field(default_factory=dict)
+    pending: dict[str, OpenRequest] = field(default_factory=dict)
     busy_gen: int = 0
     last_interrupt: InterruptResult | None = None
     interrupted_turns: set[str] = field(default_factory=set)
