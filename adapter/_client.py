@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -141,8 +142,9 @@ class OpenCodeClient:
         )
         self._url_prefix = str(self._http.base_url).rstrip("/")
         self._extensions = {"timeout": httpx.Timeout(timeout).as_dict()}
+        # The first attempt runs outside tenacity (see _call): tenacity makes the rest.
         self._retrying_kwargs: dict[str, Any] = {
-            "stop": stop_after_attempt(self.retry.attempts),
+            "stop": stop_after_attempt(max(1, self.retry.attempts - 1)),
             "wait": wait_random_exponential(
                 multiplier=self.retry.initial_wait, max=self.retry.max_wait
             ),
@@ -491,18 +493,19 @@ class OpenCodeClient:
                     session_id=session_id,
                     delivered=first.delivered,
                 ) from first.__cause__
+            first_wait = random.uniform(0, min(self.retry.initial_wait, self.retry.max_wait))
             _log.warning(
                 "opencode.retry",
                 operation=operation,
                 session_id=session_id,
                 attempt=1,
+                next_wait=round(first_wait, 3),
                 error=str(first),
             )
+            await asyncio.sleep(first_wait)  # the same jittered backoff as the later retries
         attempt = 1
         try:
-            retrying = AsyncRetrying(
-                **{**self._retrying_kwargs, "stop": stop_after_attempt(self.retry.attempts - 1)}
-            )
+            retrying = AsyncRetrying(**self._retrying_kwargs)
             async for try_ in retrying:
                 with try_:
                     attempt += 1
