@@ -382,8 +382,11 @@ class OpenCodeAdapter:
 
     async def _teardown_tree(self, thread: ThreadState) -> None:
         async def root_abort() -> None:
-            async with asyncio.timeout(self._teardown_timeout):
-                await thread.client.abort(thread.session_id)
+            try:
+                async with asyncio.timeout(self._teardown_timeout):
+                    await thread.client.abort(thread.session_id)
+            except TimeoutError:
+                raise RequestError("abort", f"timed out after {self._teardown_timeout} s") from None
 
         try:
             await stop_tree(
@@ -393,7 +396,7 @@ class OpenCodeAdapter:
                 max_sessions=self._max_tree_sessions,
                 timeout=2 * self._teardown_timeout,
                 verify=False,
-                root_abort=_as_request_error(root_abort, self._teardown_timeout),
+                root_abort=root_abort,
             )
         except (OpenCodeError, TimeoutError) as exc:
             _log.warning("adapter.teardown_incomplete", thread_id=thread.thread_id, error=str(exc))
@@ -610,10 +613,8 @@ class OpenCodeAdapter:
         if thread.stop is stop:
             thread.stop = None
         if stop.future.done():
-            return
+            return  # the server's death settled it already
         thread.last_interrupt = result
-        if turn is not None:
-            thread.interrupted_turns.add(turn.turn_id)
         if turn is not None and thread.active_turn is turn and not stop.turn_settled:
             thread.active_turn = None
             thread.status = "ready" if not thread.closing else thread.status
@@ -628,8 +629,7 @@ class OpenCodeAdapter:
             )
         elif thread.active_turn is None and thread.status == "running":
             thread.status = "ready"
-        if not stop.future.done():  # the server's death may have settled it already
-            stop.future.set_result(result)
+        stop.future.set_result(result)
 
     async def _stop_tree_of(
         self, thread: ThreadState, stop: Stop, turn: Turn | None
@@ -1112,7 +1112,7 @@ class OpenCodeAdapter:
         thread = self._owner[current]
         for sid, parent in reversed(chain):
             self._adopt(thread, sid, parent, announce=True)
-        self._dispatch(self._pumps.get(thread.pump_key) or _Pump(None, client), event)
+        self._redispatch_if_ours(session_id, event)
 
     def _on_session_info(
         self, thread: ThreadState, sid: str, props: Mapping[str, Any], raw: Mapping[str, Any]
@@ -1545,13 +1545,3 @@ def _parse_model(model: str) -> tuple[str, str]:
     if match is None:
         raise InvalidInputError(f"model must look like 'provider/model', got {model!r:.80}")
     return match.group(1), match.group(2)
-
-
-def _as_request_error(fn: Any, timeout: float) -> Any:
-    async def wrapped() -> None:
-        try:
-            await fn()
-        except TimeoutError:
-            raise RequestError("abort", f"timed out after {timeout} s") from None
-
-    return wrapped

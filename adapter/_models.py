@@ -150,9 +150,6 @@ class SessionStatus:
         return statuses
 
 
-IDLE = SessionStatus("idle")
-
-
 @dataclass(frozen=True, slots=True)
 class MessageError:
     name: str

@@ -138,7 +138,6 @@ class ThreadState:
     pending: dict[str, OpenRequest] = field(default_factory=dict)
     busy_gen: int = 0
     last_interrupt: InterruptResult | None = None
-    interrupted_turns: set[str] = field(default_factory=set)
 
     def info(self) -> SessionInfo:
         return SessionInfo(

@@ -367,21 +367,17 @@ class _Walk:
             self.nodes[child.id] = child_node
             self.queue.append(("abort", child_node))
 
-    async def verify(self) -> list[str]:
-        """One verification round: re-abort and re-list tree members that are busy."""
-        await self.permits.acquire()
-        self.in_flight += 1
-        self.requests += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            statuses = await self.client.status()
-        finally:
-            self.in_flight -= 1
-            self.permits.release()
-        busy = [sid for sid, st in statuses.items() if st.is_busy and sid in self.nodes]
-        for sid in busy:
-            self.queue.append(("reabort", self.nodes[sid]))
-        return busy
+    async def busy_members(self) -> list[str]:
+        """Tree members that ``/session/status`` reports busy (one request, under a permit)."""
+        async with self.permits:
+            self.in_flight += 1
+            self.requests += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                statuses = await self.client.status()
+            finally:
+                self.in_flight -= 1
+        return [sid for sid, st in statuses.items() if st.is_busy and sid in self.nodes]
 
 
 async def stop_tree(
@@ -444,18 +440,19 @@ async def stop_tree(
             while verify and rounds < max_verify_rounds:
                 rounds += 1
                 try:
-                    still_busy = await walk.verify()
+                    still_busy = await walk.busy_members()
                 except OpenCodeError as exc:
                     verify_error = exc
                     break
                 if not still_busy:
                     break
+                # Abort again, and list again, whatever went busy after the walk.
+                walk.queue.extend(("reabort", walk.nodes[sid]) for sid in still_busy)
                 await walk.drain()
             if verify and still_busy and verify_error is None:
                 # The last round re-aborted them; one more look says whether it held.
                 try:
-                    still_busy = [s for s in await walk.verify() if s in walk.nodes]
-                    walk.queue.clear()
+                    still_busy = await walk.busy_members()
                 except OpenCodeError as exc:
                     verify_error = exc
     except TimeoutError:
