@@ -147,7 +147,15 @@ def _default_error_body() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class HttpError:
-    """Answer with HTTP ``status`` and ``body`` (a string, or a mapping sent as JSON)."""
+    """Answer with HTTP ``status`` and ``body`` (a string, or a mapping sent as JSON).
+
+    What OpenCode 1.18.34 does with the answer decides how the turn ends (measured):
+    a 5xx or a 429, and any status whose body mentions a retry keyword such as
+    ``server_error`` (the default body), is **retried** five times over about 74 s,
+    each retry announced as ``session.status {type: "retry"}``; any other 4xx fails
+    the turn **at once** with ``session.error`` ``APIError``. Say which you mean with
+    :meth:`invalid_request` or :meth:`server_error`.
+    """
 
     status: int
     body: str | Mapping[str, Any] = field(default_factory=_default_error_body)
@@ -155,6 +163,21 @@ class HttpError:
     def __post_init__(self) -> None:
         if not 400 <= self.status <= 599:
             raise ValueError("HttpError.status must be a 4xx or 5xx code")
+
+    @classmethod
+    def invalid_request(cls, message: str = "scripted error", status: int = 400) -> HttpError:
+        """A provider error OpenCode does not retry: the turn fails at once (``APIError``)."""
+        if not 400 <= status <= 499 or status == 429:
+            raise ValueError("invalid_request needs a 4xx status other than 429")
+        body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+        return cls(status, body)
+
+    @classmethod
+    def server_error(cls, message: str = "scripted error", status: int = 500) -> HttpError:
+        """A provider error OpenCode retries (``session.status`` ``retry``), five times."""
+        if not (500 <= status <= 599 or status == 429):
+            raise ValueError("server_error needs a 5xx status or 429")
+        return cls(status, {"error": {"message": message, "type": "server_error", "code": None}})
 
 
 #: One scripted model response.

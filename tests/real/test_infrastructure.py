@@ -493,3 +493,45 @@ def test_startup_failure_reports_log_tail(tmp_path: Path) -> None:
         server.start()
     assert "fake server: cannot start" in str(info.value)
     assert not server.directory.exists()
+
+
+def test_scripted_model_errors_end_or_retry_a_turn_as_documented(
+    opencode_http: httpx.Client, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    """``HttpError.invalid_request`` fails the turn at once; ``server_error`` is retried."""
+    fatal, retried = f"{unique_name}-fatal", f"{unique_name}-retried"
+    scripted_model.script(fatal, [HttpError.invalid_request("bad request body")])
+    scripted_model.script(retried, [HttpError.server_error("provider down")] * 3)
+
+    session = create_session(opencode_http)
+    prompt_async(opencode_http, session, "go " + script_marker(fatal))
+    history = wait_until(lambda: turn_finished(opencode_http, session), 30, "the failed turn")
+    error = history[-1]["info"]["error"]
+    assert error["name"] == "APIError"
+    assert error["data"]["message"] == "bad request body"
+    assert error["data"]["isRetryable"] is False
+    assert len(of_session(session)(scripted_model.requests)) == 1
+
+    session = create_session(opencode_http)
+    prompt_async(opencode_http, session, "go " + script_marker(retried))
+
+    def retry_status() -> dict[str, Any] | None:
+        status: dict[str, Any] | None = opencode_http.get("/session/status").json().get(session)
+        return status if status is not None and status.get("type") == "retry" else None
+
+    status = wait_until(retry_status, 30, "a retry status")
+    assert status["attempt"] == 1
+    assert status["message"] == "provider down"
+    assert opencode_http.post(f"/session/{session}/abort").json() is True
+    wait_until(lambda: session not in opencode_http.get("/session/status").json(), 10, "idle")
+
+
+def test_http_error_constructors_validate_their_status() -> None:
+    assert HttpError.invalid_request("x").status == 400
+    assert HttpError.server_error("x", status=429).status == 429
+    with pytest.raises(ValueError):
+        HttpError.invalid_request("x", status=500)
+    with pytest.raises(ValueError):
+        HttpError.invalid_request("x", status=429)
+    with pytest.raises(ValueError):
+        HttpError.server_error("x", status=404)
