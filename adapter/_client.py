@@ -206,7 +206,12 @@ class OpenCodeClient:
         )
 
     async def children(self, session_id: str) -> list[Session]:
-        """Direct children of a session, oldest first (the server gives no order)."""
+        """Direct children of a session, oldest first.
+
+        OpenCode 1.18.34 lists them in creation order; they are sorted by
+        ``time.created`` again (stably, so ties keep the server's order) in case
+        another release does not.
+        """
         seg = self._segment("ses", session_id)
 
         bad: list[str] = []
@@ -220,7 +225,7 @@ class OpenCodeClient:
                     sessions.append(Session.parse(item))
                 except (ValueError, KeyError, TypeError) as exc:
                     bad.append(str(exc))
-            sessions.sort(key=lambda s: (s.created, s.id))
+            sessions.sort(key=lambda s: s.created)
             return sessions
 
         sessions = await self._call(
