@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -45,6 +46,7 @@ from ._mapping import (
     item_type_for_tool,
     permission_reply_for,
 )
+from ._models import Message, PendingRequest
 from ._partial import PartialResult
 from ._server_process import ServerProcess
 from ._state import (
@@ -144,6 +146,9 @@ class OpenCodeAdapter:
         self._orphan_lookups: dict[str, asyncio.Task[None]] = {}
         self._strangers: dict[str, None] = {}  # bounded cache of sessions that are not ours
         self._lookup_permits = asyncio.Semaphore(2)
+        # Requests seen answered (bounded): a recovery that listed one before its
+        # answer arrived must not announce it again.
+        self._answered: dict[str, None] = {}
         self._server_dead = False
 
     def __repr__(self) -> str:
@@ -785,10 +790,17 @@ class OpenCodeAdapter:
     # -- history ---------------------------------------------------------------
 
     async def read_thread(self, thread_id: str) -> ThreadHistory:
+        """The thread's messages, without those a rollback reverted.
+
+        OpenCode keeps reverted messages stored (marked by the session's ``revert``)
+        until the next prompt removes them, so they are cut here."""
         thread = self._get(thread_id)
+        session = await thread.client.get_session(thread.session_id)
         messages = await thread.client.messages(thread.session_id)
         return ThreadHistory(
-            thread_id=thread_id, session_id=thread.session_id, messages=tuple(messages)
+            thread_id=thread_id,
+            session_id=thread.session_id,
+            messages=_unreverted(messages, session.raw.get("revert")),
         )
 
     async def rollback_thread(self, thread_id: str, num_turns: int) -> ThreadHistory:
@@ -798,7 +810,7 @@ class OpenCodeAdapter:
         thread = self._get(thread_id)
         if thread.active_turn is not None or thread.stop is not None:
             raise InvalidInputError("cannot roll back while a turn is running")
-        messages = await thread.client.messages(thread.session_id)
+        messages = (await self.read_thread(thread_id)).messages
         users = [m for m in messages if m.info.role == "user"]
         if users:
             target = users[max(0, len(users) - num_turns)]
@@ -892,20 +904,57 @@ class OpenCodeAdapter:
 
     async def _recover_pending(self, pump: _Pump) -> None:
         """Announce permission and question requests the event stream did not deliver
-        (raised before we connected, or during an outage), for every thread they belong to."""
+        (raised before we connected, or during an outage), for every thread they belong to.
+
+        OpenCode 1.18.34 keeps listing a request after its session was aborted: a
+        *ghost*, which a reply "accepts" (``200 true``) without running anything. So
+        only live requests are announced, and a ghost a thread still holds open is
+        resolved as cancelled. A request answered while this runs is not announced
+        (see ``_answered``)."""
         try:
-            pending = await pump.client.pending_requests()
+            listed = await pump.client.pending_requests()
         except OpenCodeError as exc:
             _log.warning("adapter.recover_requests_failed", error=str(exc))
             return
-        for request in pending:
+        candidates = [
+            r for r in listed if r.session_id in self._owner or r.session_id not in self._strangers
+        ]
+        permits = asyncio.Semaphore(4)
+
+        async def check(request: PendingRequest) -> bool:
+            async with permits:
+                return await _request_is_live(pump.client, request)
+
+        live = await asyncio.gather(*(check(r) for r in candidates))
+        for request, is_live in zip(candidates, live, strict=True):
+            thread = self._owner.get(request.session_id)
+            if not is_live:
+                if thread is not None:
+                    self._resolve_ghost(thread, request)
+                continue
             etype = f"{request.kind}.asked"
             event = {"type": etype, "properties": dict(request.raw)}
-            thread = self._owner.get(request.session_id)
             if thread is not None:
                 self._on_request_asked(thread, request.session_id, etype, request.raw, event)
             elif not self._closed:
                 self._lookup_orphan(request.session_id, event)
+
+    def _resolve_ghost(self, thread: ThreadState, request: PendingRequest) -> None:
+        """A request the thread announced whose run was aborted meanwhile (during an
+        event-stream outage): it can no longer be answered usefully."""
+        if thread.pending.pop(request.id, None) is None:
+            return
+        turn_id = thread.active_turn.turn_id if thread.active_turn else None
+        self._emit(
+            RequestEvent(
+                type="request.resolved" if request.kind == "permission" else "user-input.resolved",
+                thread_id=thread.thread_id,
+                turn_id=turn_id,
+                request_id=request.id,
+                session_id=request.session_id,
+                decision="cancelled",
+            )
+        )
 
     async def _reconcile_after_outage(self, pump: _Pump) -> None:
         """The stream has no replay: ask the server whether active turns ended meanwhile."""
@@ -1298,6 +1347,8 @@ class OpenCodeAdapter:
         request_id = props.get("id")
         if not isinstance(request_id, str) or request_id in thread.pending:
             return  # a duplicate, or one recovered already
+        if request_id in self._answered:
+            return  # answered while a recovery was reading the list: never re-announce
         turn_id = thread.active_turn.turn_id if thread.active_turn else None
         if etype == "permission.asked":
             patterns = props.get("patterns")
@@ -1346,7 +1397,12 @@ class OpenCodeAdapter:
         raw: Mapping[str, Any],
     ) -> None:
         request_id = props.get("requestID")
-        if not isinstance(request_id, str) or thread.pending.pop(request_id, None) is None:
+        if not isinstance(request_id, str):
+            return
+        self._answered[request_id] = None
+        if len(self._answered) > 4096:
+            self._answered.pop(next(iter(self._answered)))  # bounded: oldest first
+        if thread.pending.pop(request_id, None) is None:
             return
         turn_id = thread.active_turn.turn_id if thread.active_turn else None
         if etype == "permission.replied":
@@ -1501,6 +1557,51 @@ class OpenCodeAdapter:
         if stop is not None:
             stop.turn_settled = True
         self._fail_turn(thread, turn, name, text, raw)
+
+
+def _unreverted(messages: Sequence[Message], revert: object) -> tuple[Message, ...]:
+    """``messages`` before a session's ``revert`` mark ``{messageID, partID?}``: from
+    that message on (or, with a part, from that part of it on) everything is reverted."""
+    if not isinstance(revert, Mapping) or not isinstance(revert.get("messageID"), str):
+        return tuple(messages)
+    message_id, part_id = revert["messageID"], revert.get("partID")
+    kept: list[Message] = []
+    for message in messages:
+        if message.info.id == message_id:
+            parts = [p.id for p in message.parts]
+            if isinstance(part_id, str) and part_id in parts:
+                kept.append(replace(message, parts=message.parts[: parts.index(part_id)]))
+            break
+        kept.append(message)
+    return tuple(kept)
+
+
+async def _request_is_live(client: OpenCodeClient, request: PendingRequest) -> bool:
+    """Whether a listed request still blocks a run, by the rule measured on 1.18.34:
+    while a request is live, the tool call that asked it is ``pending`` or ``running``;
+    once its run was aborted, that part has ended (``error``, interrupted) although the
+    request is still listed. A request without a tool call is live while its session
+    is busy. When the server cannot tell, the request counts as live: a host had
+    better see a dead request than miss one that blocks its turn."""
+    tool = request.raw.get("tool")
+    message_id = tool.get("messageID") if isinstance(tool, Mapping) else None
+    call_id = tool.get("callID") if isinstance(tool, Mapping) else None
+    try:
+        if isinstance(message_id, str) and isinstance(call_id, str):
+            message = await client.message(request.session_id, message_id)
+            return any(
+                p.call_id == call_id
+                and p.state is not None
+                and p.state.status in ("pending", "running")
+                for p in message.parts
+            )
+        status = (await client.status()).get(request.session_id)
+        return status is not None and status.is_busy
+    except NotFoundError:
+        return False  # its message or session is gone (deleted): nothing waits on it
+    except (OpenCodeError, ValueError) as exc:
+        _log.warning("adapter.request_check_failed", request_id=request.id, error=str(exc))
+        return True
 
 
 async def _first(*aws: Coroutine[Any, Any, Any]) -> None:

@@ -395,8 +395,19 @@ async def test_read_and_rollback(
     assert [m.info.role for m in history.messages] == ["user", "assistant", "user", "assistant"]
     after = await oc.rollback_thread(T, 1)
     assert [m.info.role for m in after.messages] == ["user", "assistant"]
+    # OpenCode keeps reverted messages stored until the next prompt; they stay hidden.
+    assert len(fake.sessions[after.session_id].messages) == 4
+    assert [m.info.role for m in (await oc.read_thread(T)).messages] == ["user", "assistant"]
     with pytest.raises(InvalidInputError):
         await oc.rollback_thread(T, 0)
+    await oc.send_turn(T, "third")
+    await rec.wait_for("turn.completed", lambda e: len(rec.of("turn.completed")) == 3)
+    texts = [m.text for m in fake.sessions[after.session_id].messages]
+    assert texts == ["first [[script:a]]", "one", "third", "ok"]
+    assert [m.info.id for m in (await oc.read_thread(T)).messages] == [
+        m.id for m in fake.sessions[after.session_id].messages
+    ]
+    assert (await oc.rollback_thread(T, 5)).messages == ()
 
 
 async def test_events_iterator_ends_on_close_and_no_task_leaks(fake: FakeOpenCodeServer) -> None:
@@ -454,3 +465,80 @@ async def test_requests_raised_during_an_outage_are_recovered(
     assert opened.thread_id == T and opened.permission == "edit"
     await asyncio.sleep(0.05)
     assert len(rec.of("request.opened", T)) == 1, "recovered once, not again when the event comes"
+
+
+async def test_resume_does_not_announce_the_ghost_request_of_an_aborted_run(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """OpenCode lists a request after its run was aborted (a ghost: a reply "succeeds"
+    and runs nothing). Resuming must announce live requests only."""
+    fake.script("ghost", [Permission("bash", ["rm *"])])
+    fake.script("live", [Permission("bash", ["make *"])])
+    async with fake.client() as http:  # another client started both, and stopped one
+        stopped = (await http.post("/session", json={"title": "stopped"})).json()["id"]
+        waiting = (await http.post("/session", json={"title": "waiting"})).json()["id"]
+        for sid, script in ((stopped, "ghost"), (waiting, "live")):
+            body = {"parts": [{"type": "text", "text": f"go [[script:{script}]]"}]}
+            await http.post(f"/session/{sid}/prompt_async", json=body)
+        await fake.wait_until(lambda: bool(fake.sessions[stopped].pending_requests))
+        await fake.wait_until(lambda: bool(fake.sessions[waiting].pending_requests))
+        await http.post(f"/session/{stopped}/abort")
+        [ghost_id] = fake.sessions[stopped].pending_requests  # still listed by the server
+    await oc.start_session(T, resume={"schema": 1, "session_id": stopped})
+    await oc.start_session("other", resume={"schema": 1, "session_id": waiting})
+    opened = await rec.wait_for("request.opened")
+    assert (opened.thread_id, opened.patterns) == ("other", ("make *",))
+    await asyncio.sleep(0.05)
+    assert rec.of("request.opened", T) == []
+    with pytest.raises(UnknownRequestError):
+        await oc.respond_to_request(T, ghost_id, "accept")
+
+
+async def test_a_request_whose_run_was_aborted_during_an_outage_is_resolved(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("ask", [Permission("edit", ["*.py"])])
+    await oc.start_session(T)
+    await oc.send_turn(T, "go [[script:ask]]")
+    opened = await rec.wait_for("request.opened")
+    hold = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await hold.wait_started()
+    async with fake.client() as http:  # stopped elsewhere while we could not hear it
+        await http.post(f"/session/{opened.session_id}/abort")
+    assert fake.sessions[opened.session_id].pending_requests == [opened.request_id]
+    hold.release()
+    resolved = await rec.wait_for("request.resolved")
+    assert (resolved.request_id, resolved.decision) == (opened.request_id, "cancelled")
+    await rec.wait_for("turn.aborted")
+    assert len(rec.of("request.opened", T)) == 1
+    with pytest.raises(UnknownRequestError):
+        await oc.respond_to_request(T, opened.request_id, "accept")
+
+
+async def test_a_request_answered_while_recovery_reads_is_not_announced_again(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """The recovery listed the request, then it was answered elsewhere before the
+    recovery got to announce it: the answer wins (the tool is still running, so only
+    the memory of the ``replied`` event tells)."""
+    make = Tool("bash", {"command": "make"}, duration=float("inf"))
+    fake.script("work", [Permission("bash", ["make"], tool=make)])
+    async with fake.client() as http:
+        root = (await http.post("/session", json={"title": "elsewhere"})).json()["id"]
+        body = {"parts": [{"type": "text", "text": "go [[script:work]]"}]}
+        await http.post(f"/session/{root}/prompt_async", json=body)
+        await fake.wait_until(lambda: bool(fake.sessions[root].pending_requests))
+        [request_id] = fake.sessions[root].pending_requests
+        check = fake.hold("GET", "/session/{id}/message/{mid}")
+        await oc.start_session(T, resume={"schema": 1, "session_id": root})
+        await check.wait_started()  # the list was read; the liveness check is held
+        since = fake.event_count
+        await http.post(f"/permission/{request_id}/reply", json={"reply": "once"})
+    await fake.wait_for_event("permission.replied", since=since)
+    await asyncio.sleep(0.05)  # the adapter has read the `replied` event
+    check.release()
+    await fake.wait_until(lambda: check.hook is not None and check.hook.calls >= 1)
+    await asyncio.sleep(0.05)
+    assert rec.of("request.opened", T) == []
+    assert fake.sessions[root].busy  # the tool runs: the answer took effect

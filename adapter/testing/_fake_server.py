@@ -36,7 +36,7 @@ Quirks of the real server that are reproduced on purpose:
   any other running tool ends ``error`` ``"Tool execution aborted"`` with
   ``metadata.interrupted``.
 * ``GET /session/status`` lists only non-idle sessions.
-* ``GET /session/{id}/children`` returns children newest first, not in creation order.
+* ``GET /session/{id}/children`` lists direct children only, in creation order.
 * An id without the ``ses`` prefix in ``/session/{id}/...`` answers 500 ``UnknownError``.
 * Pending permission and question requests of an aborted session are dropped
   with no ``replied`` event.
@@ -376,6 +376,8 @@ class _Prompt:
     provider_id: str
     model_id: str
     future: asyncio.Future[_Result] | None = None
+    compaction: bool | None = None
+    """``None`` for a prompt; for a ``summarize`` request, its ``auto`` flag."""
 
 
 @dataclass(slots=True)
@@ -436,6 +438,20 @@ def _bad_request(message: str) -> httpx.Response:
     return _json_response(
         400, {"name": "BadRequest", "data": {"message": message}, "success": False}
     )
+
+
+def _zero_usage() -> JSON:
+    return {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+
+
+def _sum_usage(total: Mapping[str, Any], step: Mapping[str, Any], *, sign: int) -> JSON:
+    """``total`` plus (``sign=1``) or minus (``sign=-1``) a step's token counts."""
+    cache, step_cache = total.get("cache", {}), step.get("cache", {})
+    out: JSON = {
+        k: total.get(k, 0) + sign * step.get(k, 0) for k in ("input", "output", "reasoning")
+    }
+    out["cache"] = {k: cache.get(k, 0) + sign * step_cache.get(k, 0) for k in ("read", "write")}
+    return out
 
 
 def _chunks(text: str, n: int) -> list[str]:
@@ -659,6 +675,8 @@ class FakeOpenCodeServer:
         self.directory = directory
         self.provider_id = provider_id
         self.model_id = model_id
+        self.summary_text = "Summary of the conversation so far."
+        """What the model answers to ``POST /session/{id}/summarize`` (set it per test)."""
         self._auth: set[str] | None = None
         if password is not None:
             token = base64.b64encode(f"{username}:{password}".encode()).decode()
@@ -670,6 +688,7 @@ class FakeOpenCodeServer:
         self._holds: list[Hold] = []
         self._transport = _Transport(self)
         self._sessions: dict[str, FakeSession] = {}
+        self._deleted: dict[str, FakeSession] = {}  # deleted while busy: still abortable
         self._non_idle: dict[str, JSON] = {}
         self._scripts: dict[str, tuple[Step, ...]] = {"default": (Text("ok"),)}
         self._requests_pending: dict[str, _PendingRequest] = {}
@@ -1006,6 +1025,7 @@ class FakeOpenCodeServer:
         *,
         emit: bool = True,
         agent: str | None = None,
+        permission: list[Any] | None = None,
     ) -> FakeSession:
         now = _now_ms()
         session_id = self._new_id("ses", descending=True)
@@ -1014,20 +1034,28 @@ class FakeOpenCodeServer:
             kind = "Child session" if parent_id else "New session"
             title = f"{kind} - {iso.replace('+00:00', 'Z')}"
         slug = f"{self._rng.choice(_SLUG_ADJECTIVES)}-{self._rng.choice(_SLUG_NOUNS)}"
+        # Fields and their order as GET /session/{id} shows them on 1.18.34; ``summary``,
+        # ``agent`` and ``model`` appear with the first prompt (see _enqueue_prompt).
         info: JSON = {
             "id": session_id,
             "slug": slug,
-            "version": OPENCODE_VERSION,
             "projectID": "global",
             "directory": self.directory,
+            "path": self.directory.lstrip("/"),
         }
         if parent_id is not None:
             info["parentID"] = parent_id
+        info["cost"] = 0
+        info["tokens"] = _zero_usage()
         info["title"] = title
         if agent is not None:
             info["agent"] = agent
-            info["permission"] = []
+        info["version"] = OPENCODE_VERSION
         info["time"] = {"created": now, "updated": now}
+        if agent is not None:
+            info["permission"] = []  # a task child gets its agent's (empty) rule set
+        elif permission is not None:
+            info["permission"] = permission
         session = FakeSession(session_id, parent_id, info)
         self._sessions[session_id] = session
         if parent_id is not None:
@@ -1037,11 +1065,27 @@ class FakeOpenCodeServer:
             self._emit("session.updated", {"sessionID": session_id, "info": info})
         return session
 
-    def _touch(self, session: FakeSession) -> None:
+    def _touch(self, session: FakeSession, **changes: Any) -> None:
+        """Apply ``changes`` to the session's info (``None`` deletes a field), bump
+        ``time.updated`` and emit ``session.updated``."""
         info = dict(session.info)
-        info["time"] = {"created": info["time"]["created"], "updated": _now_ms()}
+        for key, value in changes.items():
+            if value is None:
+                info.pop(key, None)
+            else:
+                info[key] = value
+        info["time"] = {**info["time"], "updated": _now_ms()}
         session.info = info
         self._emit("session.updated", {"sessionID": session.id, "info": info})
+
+    def _add_usage(self, session: FakeSession, tokens: Mapping[str, Any], cost: float) -> None:
+        """A finished model step adds its tokens and cost to the session (measured: the
+        session's ``tokens`` is the sum of its steps' ``tokens`` without ``total``)."""
+        self._touch(
+            session,
+            cost=session.info.get("cost", 0) + cost,
+            tokens=_sum_usage(session.info.get("tokens", _zero_usage()), tokens, sign=1),
+        )
 
     def _set_status(self, session: FakeSession, status: JSON, *, emit: bool = True) -> None:
         session.status = status
@@ -1083,9 +1127,11 @@ class FakeOpenCodeServer:
         provider_id: str | None = None,
         model_id: str | None = None,
         want_result: bool = False,
+        compaction: bool | None = None,
     ) -> _Prompt:
         provider_id = provider_id or self.provider_id
         model_id = model_id or self.model_id
+        self._apply_revert(session)
         user_id = message_id or self._new_id("msg")
         now = _now_ms()
         message = FakeMessage({})
@@ -1098,16 +1144,17 @@ class FakeOpenCodeServer:
             "model": {"providerID": provider_id, "modelID": model_id},
         }
         self._store_message(session, message, info)
-        part: JSON = {
-            "type": "text",
-            "text": text,
-            "messageID": user_id,
-            "sessionID": session.id,
-            "id": self._new_id("prt"),
-        }
+        part: JSON = {"messageID": user_id, "sessionID": session.id, "id": self._new_id("prt")}
+        if compaction is None:
+            part.update(type="text", text=text)
+        else:
+            part.update(type="compaction", auto=compaction)
         self._store_part(message, part)
-        self._touch(session)
+        if compaction is None:
+            model = {"id": model_id, "providerID": provider_id, "variant": "default"}
+            self._touch(session, agent=session.info.get("agent", agent), model=model)
         prompt = _Prompt(user_id, text, script, agent, provider_id, model_id)
+        prompt.compaction = compaction
         if want_result:
             prompt.future = asyncio.get_running_loop().create_future()
         session._queue.append(prompt)
@@ -1160,6 +1207,8 @@ class FakeOpenCodeServer:
             self._finish_prompt(session._queue.popleft(), _Result("aborted"))
 
     async def _execute(self, run: _Run) -> _Result:
+        if run.prompt.compaction is not None:
+            return await self._compact(run)
         name, steps = self._resolve_script(run.prompt)
         self._start_message(run)
         await asyncio.sleep(0)
@@ -1195,17 +1244,32 @@ class FakeOpenCodeServer:
         self._finish_step(run, "stop")
         return _Result("completed", run.last_text, None, run.message.id if run.message else None)
 
-    def _start_message(self, run: _Run) -> None:
+    async def _compact(self, run: _Run) -> _Result:
+        """A ``summarize`` turn (measured): one ``summary`` assistant message of agent
+        ``compaction`` streams :attr:`summary_text`, then ``session.compacted``."""
+        self._start_message(run, agent="compaction")
+        await asyncio.sleep(0)
+        await self._do_text(run, Text(self.summary_text))
+        self._finish_step(run, "stop")
+        self._emit("session.compacted", {"sessionID": run.session.id})
+        return _Result("completed", run.last_text, None, run.message.id if run.message else None)
+
+    def _start_message(self, run: _Run, *, agent: str | None = None) -> None:
         prompt = run.prompt
         session = run.session
         message = FakeMessage({})
+        agent = agent or prompt.agent
         info: JSON = {
             "id": self._new_id("msg"),
             "parentID": prompt.user_message_id,
             "role": "assistant",
-            "mode": prompt.agent,
-            "agent": prompt.agent,
+            "mode": agent,
+            "agent": agent,
             "path": {"cwd": self.directory, "root": "/"},
+        }
+        if agent == "compaction":
+            info["summary"] = True
+        info |= {
             "cost": 0,
             "tokens": _ZERO_TOKENS,
             "modelID": prompt.model_id,
@@ -1217,6 +1281,9 @@ class FakeOpenCodeServer:
         run.step_started = False
         run.had_tool = False
         self._store_message(session, message, info)
+        if "summary" not in session.info:
+            # The session's diff summary appears with its first model step (measured).
+            self._touch(session, summary={"additions": 0, "deletions": 0, "files": 0})
 
     def _ensure_step(self, run: _Run) -> FakeMessage:
         message = run.message
@@ -1263,6 +1330,7 @@ class FakeOpenCodeServer:
         info["time"] = {"created": info["time"]["created"], "completed": _now_ms()}
         info["finish"] = reason
         self._store_message(run.session, message, info)
+        self._add_usage(run.session, _STEP_TOKENS, 0)
 
     async def _do_text(self, run: _Run, step: Text) -> None:
         message = self._ensure_step(run)
@@ -1459,11 +1527,25 @@ class FakeOpenCodeServer:
         self._requests_pending[request_id] = _PendingRequest(kind, run.session.id, payload, future)
         run.session._pending.add(request_id)
         self._emit(f"{kind}.asked", payload)
+        ghost = False
         try:
             return await future
+        except asyncio.CancelledError:
+            # The run was aborted. Measured on 1.18.34: the request outlives it, still
+            # listed, and a later reply answers true and emits `replied` but runs nothing.
+            ghost = not self._closed
+            raise
         finally:
-            self._requests_pending.pop(request_id, None)
-            run.session._pending.discard(request_id)
+            if not ghost:
+                self._forget_request(request_id)
+
+    def _forget_request(self, request_id: str) -> _PendingRequest | None:
+        pending = self._requests_pending.pop(request_id, None)
+        if pending is not None:
+            owner = self._sessions.get(pending.session_id) or self._deleted.get(pending.session_id)
+            if owner is not None:
+                owner._pending.discard(request_id)
+        return pending
 
     async def _do_permission(self, run: _Run, step: Permission) -> bool:
         patterns = tuple(step.patterns)
@@ -1549,7 +1631,6 @@ class FakeOpenCodeServer:
         for active in list(run.tools.values()):
             if active.child_id is not None and active.child_id in self._sessions:
                 await self._abort_session(self._sessions[active.child_id])
-        self._drop_pending(session)
         self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
         self._set_idle(session)
         message = run.message
@@ -1578,20 +1659,12 @@ class FakeOpenCodeServer:
             self._set_idle(session)
         return _Result("aborted", run.last_text, _ABORTED_ERROR, message.id if message else None)
 
-    def _drop_pending(self, session: FakeSession) -> None:
-        for request_id in list(session._pending):
-            pending = self._requests_pending.pop(request_id, None)
-            if pending is not None and not pending.future.done():
-                pending.future.cancel()
-        session._pending.clear()
-
     async def _abort_session(self, session: FakeSession) -> None:
         if session._aborting is not None:
             await asyncio.shield(session._aborting)
             return
         runner = session._runner
         if runner is None or runner.done():
-            self._drop_pending(session)
             if session.status["type"] == "busy":
                 self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
             self._set_idle(session)
@@ -1607,7 +1680,6 @@ class FakeOpenCodeServer:
                 self._drop_queue(session)
                 session._run = None
                 session._runner = None
-                self._drop_pending(session)
                 self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
                 self._set_idle(session)
         finally:
@@ -1745,6 +1817,9 @@ class FakeOpenCodeServer:
             or (len(rest) == 2 and rest[0] == "message" and method == "GET")
             or (rest == ["prompt_async"] and method == "POST")
             or (rest == ["revert"] and method == "POST")
+            or (rest == ["unrevert"] and method == "POST")
+            or (rest == ["summarize"] and method == "POST")
+            or (not rest and method in ("PATCH", "DELETE"))
             or (len(rest) == 2 and rest[0] == "permissions" and method == "POST")
         )
         if not known:
@@ -1761,7 +1836,7 @@ class FakeOpenCodeServer:
                 },
             )
         if rest == ["abort"]:
-            session = self._sessions.get(session_id)
+            session = self._sessions.get(session_id) or self._deleted.get(session_id)
             if session is not None:
                 session.abort_count += 1
                 await self._abort_session(session)
@@ -1769,11 +1844,15 @@ class FakeOpenCodeServer:
         session = self._sessions.get(session_id)
         if session is None:
             return _not_found(f"Session not found: {session_id}")
+        if not rest and method == "PATCH":
+            return await self._patch_session(request, session)
+        if not rest and method == "DELETE":
+            return self._delete_session(session)
         if not rest:
             return _json_response(200, session.info)
         if rest == ["children"]:
             children = self._sessions
-            return _json_response(200, [children[c].info for c in reversed(session._children)])
+            return _json_response(200, [children[c].info for c in session._children])
         if rest[0] == "message":
             if len(rest) == 2:
                 message = session._messages.get(rest[1])
@@ -1787,6 +1866,10 @@ class FakeOpenCodeServer:
             return await self._prompt(request, session, wait=False)
         if rest == ["revert"]:
             return await self._revert(request, session)
+        if rest == ["unrevert"]:
+            return self._unrevert(session)
+        if rest == ["summarize"]:
+            return await self._summarize(request, session)
         # legacy: POST /session/{id}/permissions/{permissionID} {response}
         body = await self._body(request)
         return self._reply_permission(rest[1], body.get("response"))
@@ -1801,7 +1884,10 @@ class FakeOpenCodeServer:
             return _not_found(f"Session not found: {parent_id}")
         if title is not None and not isinstance(title, str):
             return _bad_request("title must be a string")
-        session = self._create_session(parent_id, title)
+        permission = body.get("permission")
+        if permission is not None and not isinstance(permission, list):
+            return _bad_request("permission must be an array of rules")
+        session = self._create_session(parent_id, title, permission=permission)
         return _json_response(200, session.info)
 
     def _list_sessions(self, request: httpx.Request) -> httpx.Response:
@@ -1860,40 +1946,151 @@ class FakeOpenCodeServer:
             message = session._messages.get(prompt.user_message_id)
         return _json_response(200, message.to_json() if message else {"info": {}, "parts": []})
 
+    @staticmethod
+    def _busy_error(session: FakeSession) -> httpx.Response:
+        return _json_response(
+            409,
+            {
+                "_tag": "SessionBusyError",
+                "sessionID": session.id,
+                "message": f"Session is busy: {session.id}",
+            },
+        )
+
     async def _revert(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
+        """Mark messages reverted (measured): they stay stored until the next prompt."""
         body = await self._body(request)
         message_id = body.get("messageID")
         part_id = body.get("partID")
         if not isinstance(message_id, str):
             return _bad_request("messageID is required")
         if session.busy:
-            return _json_response(
-                409,
-                {
-                    "_tag": "SessionBusyError",
-                    "sessionID": session.id,
-                    "message": f"Session {session.id} is busy",
-                },
-            )
+            return self._busy_error(session)
+        revert: JSON | None = None
+        last_user: str | None = None
+        for message in session._messages.values():
+            if message.role == "user":
+                last_user = message.id
+            before: list[str] = []
+            for part in message._parts.values():
+                if (message.id == message_id and part_id is None) or part["id"] == part_id:
+                    # Like OpenCode: a part with no text or tool before it in its message
+                    # reverts the whole turn, from the user message that started it.
+                    if any(t in ("text", "tool") for t in before):
+                        revert = {"messageID": message.id, "partID": part["id"]}
+                    else:
+                        revert = {"messageID": last_user or message.id}
+                    break
+                before.append(part["type"])
+            if revert is not None:
+                break
+        if revert is None:
+            return _json_response(200, session.info)  # unknown message: nothing changes
+        self._emit("session.diff", {"sessionID": session.id, "diff": []})
+        self._touch(session, revert=revert)
+        return _json_response(200, session.info)
+
+    def _unrevert(self, session: FakeSession) -> httpx.Response:
+        if session.busy:
+            return self._busy_error(session)
+        if "revert" in session.info:
+            self._touch(session, revert=None)
+        return _json_response(200, session.info)
+
+    def _apply_revert(self, session: FakeSession) -> None:
+        """The prompt after a revert removes what it hid: ``message.removed`` for each
+        later message, ``message.part.removed`` for the parts of a partly reverted one,
+        then ``session.updated`` without ``revert`` and with their tokens taken off."""
+        revert = session.info.get("revert")
+        if revert is None:
+            return
         ids = list(session._messages)
-        if message_id not in ids:
-            return _json_response(200, session.info)
-        index = ids.index(message_id)
-        target = session._messages[message_id]
-        if isinstance(part_id, str) and part_id in target._parts:
-            part_ids = list(target._parts)
+        message_id, part_id = revert["messageID"], revert.get("partID")
+        start = ids.index(message_id) if message_id in ids else len(ids)
+        tokens: JSON = session.info.get("tokens", _zero_usage())
+        cost = session.info.get("cost", 0)
+        for mid in ids[start + 1 if part_id else start :]:
+            removed = session._messages.pop(mid)
+            if removed.role == "assistant":
+                tokens = _sum_usage(tokens, removed.info.get("tokens", {}), sign=-1)
+                cost -= removed.info.get("cost", 0)
+            self._emit("message.removed", {"sessionID": session.id, "messageID": mid})
+        kept = session._messages.get(message_id) if part_id else None
+        if kept is not None and part_id in kept._parts:
+            part_ids = list(kept._parts)
             for pid in part_ids[part_ids.index(part_id) :]:
-                del target._parts[pid]
+                del kept._parts[pid]
                 self._emit(
                     "message.part.removed",
                     {"sessionID": session.id, "messageID": message_id, "partID": pid},
                 )
-            index += 1
-        for mid in ids[index:]:
-            del session._messages[mid]
-            self._emit("message.removed", {"sessionID": session.id, "messageID": mid})
-        self._touch(session)
-        return _json_response(200, session.info)
+        self._touch(session, revert=None, tokens=tokens, cost=cost)
+
+    async def _patch_session(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
+        """``title``, ``time.archived``, ``permission``, ``metadata``; other fields are
+        ignored. Measured: emits ``session.updated`` and leaves ``time.updated`` alone."""
+        body = await self._body(request)
+        info = dict(session.info)
+        title = body.get("title")
+        if title is not None:
+            if not isinstance(title, str):
+                return _bad_request("title must be a string")
+            info["title"] = title
+        times = body.get("time")
+        if isinstance(times, dict) and isinstance(times.get("archived"), int | float):
+            info["time"] = {**info["time"], "archived": times["archived"]}
+        for key in ("permission", "metadata"):
+            if key in body:
+                info[key] = body[key]
+        session.info = info
+        self._emit("session.updated", {"sessionID": session.id, "info": info})
+        return _json_response(200, info)
+
+    def _delete_session(self, session: FakeSession) -> httpx.Response:
+        """Delete a session and its subtree, children first (measured: ``session.deleted``
+        per session, depth first in creation order, then ``200 true``). A busy session
+        keeps running; it can still be aborted, and its pending requests stay listed."""
+        order: list[FakeSession] = []
+
+        def walk(node: FakeSession) -> None:
+            for child_id in node._children:
+                child = self._sessions.get(child_id)
+                if child is not None:
+                    walk(child)
+            order.append(node)
+
+        walk(session)
+        for node in order:
+            del self._sessions[node.id]
+            parent = self._sessions.get(node.parent_id) if node.parent_id else None
+            if parent is not None:
+                parent._children.pop(node.id, None)
+            if node.busy:
+                self._deleted[node.id] = node
+            self._emit("session.deleted", {"sessionID": node.id, "info": node.info})
+        return _json_response(200, True)
+
+    async def _summarize(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
+        """Compact the session (measured): a user message with a ``compaction`` part
+        is stored at once; the summary turn runs after the current run (the request
+        blocks until then) and answers ``true``, also when an abort dropped it."""
+        body = await self._body(request)
+        provider_id, model_id = body.get("providerID"), body.get("modelID")
+        if not isinstance(provider_id, str) or not isinstance(model_id, str):
+            return _bad_request("providerID and modelID are required")
+        auto = body.get("auto", False)
+        prompt = self._enqueue_prompt(
+            session,
+            "",
+            agent=str(session.info.get("agent", "build")),
+            provider_id=provider_id,
+            model_id=model_id,
+            want_result=True,
+            compaction=bool(auto),
+        )
+        assert prompt.future is not None
+        await asyncio.shield(prompt.future)
+        return _json_response(200, True)
 
     def _list_pending(self, kind: str) -> httpx.Response:
         return _json_response(
@@ -1913,7 +2110,7 @@ class FakeOpenCodeServer:
                     "message": f"Permission request not found: {request_id}",
                 },
             )
-        del self._requests_pending[request_id]
+        self._forget_request(request_id)
         self._emit(
             "permission.replied",
             {"sessionID": pending.session_id, "requestID": request_id, "reply": reply},
@@ -1935,7 +2132,7 @@ class FakeOpenCodeServer:
                     "message": f"Question request not found: {request_id}",
                 },
             )
-        del self._requests_pending[request_id]
+        self._forget_request(request_id)
         if action == "reply":
             self._emit(
                 "question.replied",

@@ -187,19 +187,18 @@ async def test_not_found_and_bad_ids(client: httpx.AsyncClient) -> None:
     assert (await client.delete("/global/health")).status_code == 404
 
 
-async def test_children_direct_only_and_not_creation_order(
+async def test_children_direct_only_in_creation_order(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
+    """Measured on 1.18.34: four API children come back oldest first, grandchildren not."""
     root = await new_session(client)
     kids = [(await new_session(client, parentID=root["id"]))["id"] for _ in range(4)]
     grandchild = await new_session(client, parentID=kids[0])
+    await client.patch(f"/session/{kids[0]}", json={"title": "renamed"})
     response = await client.get(f"/session/{root['id']}/children")
     listed = [s["id"] for s in response.json()]
-    assert sorted(listed) == sorted(kids)
+    assert listed == kids  # a rename does not move a child either
     assert grandchild["id"] not in listed
-    assert listed != kids  # no defined order: callers must sort by time.created
-    again = [s["id"] for s in (await client.get(f"/session/{root['id']}/children")).json()]
-    assert again == listed  # ...but deterministic
     assert fake.sessions[root["id"]].children == kids
 
 
@@ -265,12 +264,14 @@ async def test_default_run_event_sequence_and_messages(
         "session.updated",
         "session.status",  # busy
         "message.updated",  # assistant
+        "session.updated",  # the session's diff summary appears with the first step
         "message.part.updated",  # step-start
         "message.part.updated",  # text ""
         "message.part.delta",
         "message.part.updated",  # text with time.end
         "message.part.updated",  # step-finish
         "message.updated",  # finish + completed
+        "session.updated",  # the step's tokens and cost added to the session
         "session.status",  # idle
         "session.idle",
     ]
@@ -634,22 +635,56 @@ async def test_permission_reject_stops_run(
     assert "session.error" not in log.types(sid)
 
 
-async def test_abort_drops_pending_permission_silently(
+async def test_abort_leaves_pending_requests_as_ghosts(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    fake.script("perm", [Permission("bash", ["ls"])])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:perm]]")
+    """Measured on 1.18.34: an abort does not withdraw its session's open permission or
+    question request. It stays listed, its tool part ends ``error`` (interrupted), the
+    session goes idle; a later prompt runs normally; a reply answers ``true`` and emits
+    ``replied`` but runs nothing; a second reply is a 404."""
+    questions = [{"question": "Go?", "header": "Go", "options": [{"label": "yes"}]}]
+    fake.script("perm", [Permission("bash", ["ls"]), Text("never")])
+    fake.script("ask", [Question(questions), Text("never")])
+    perm_sid = (await new_session(client))["id"]
+    ask_sid = (await new_session(client))["id"]
+    await prompt(client, perm_sid, "[[script:perm]]")
+    await prompt(client, ask_sid, "[[script:ask]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
-    await client.post(f"/session/{sid}/abort")
+    question = await log.wait_for(lambda e: e["type"] == "question.asked")
+    for sid in (perm_sid, ask_sid):
+        await client.post(f"/session/{sid}/abort")
+    assert (await client.get("/session/status")).json() == {}
+    permission_id, question_id = asked["properties"]["id"], question["properties"]["id"]
+    assert [p["id"] for p in (await client.get("/permission")).json()] == [permission_id]
+    assert [q["id"] for q in (await client.get("/question")).json()] == [question_id]
+    assert fake.sessions[perm_sid].pending_requests == [permission_id]
+    for sid, tool in ((perm_sid, "bash"), (ask_sid, "question")):
+        state = tool_parts(fake, sid, tool)[0]["state"]
+        assert (state["status"], state["error"]) == ("error", "Tool execution aborted")
+        assert state["metadata"] == {"interrupted": True}
+
+    await prompt(client, perm_sid, "next")  # a later turn neither answers nor needs it
+    await idle(fake, perm_sid)
+    assert fake.sessions[perm_sid].messages[-1].text == "ok"
+    assert [p["id"] for p in (await client.get("/permission")).json()] == [permission_id]
+
+    events_before = len(log.events)
+    reply = await client.post(f"/permission/{permission_id}/reply", json={"reply": "once"})
+    assert (reply.status_code, reply.json()) == (200, True)
+    answer = await client.post(f"/question/{question_id}/reply", json={"answers": [["yes"]]})
+    assert (answer.status_code, answer.json()) == (200, True)
+    await log.wait_for(lambda e: e["type"] == "question.replied")
+    late = [e["type"] for e in log.events[events_before:]]
+    assert late == ["permission.replied", "question.replied"]  # and nothing runs
+    assert tool_parts(fake, perm_sid, "bash")[0]["state"]["status"] == "error"
     assert (await client.get("/permission")).json() == []
-    late = await client.post(
-        f"/permission/{asked['properties']['id']}/reply", json={"reply": "once"}
+    assert (await client.get("/question")).json() == []
+    assert fake.sessions[perm_sid].pending_requests == []
+    again = await client.post(f"/permission/{permission_id}/reply", json={"reply": "once"})
+    assert again.status_code == 404
+    assert not any(
+        "never" in m.text for s in (perm_sid, ask_sid) for m in fake.sessions[s].messages
     )
-    assert late.status_code == 404
-    await log.wait_for(lambda e: e["type"] == "session.idle")
-    assert "permission.replied" not in log.types(sid)
-    assert tool_parts(fake, sid, "bash")[0]["state"]["metadata"]["interrupted"] is True
 
 
 async def test_question_reply_and_reject(
@@ -698,23 +733,262 @@ async def test_question_reply_and_reject(
 # --------------------------------------------------------------------- revert
 
 
-async def test_revert(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+async def test_revert_marks_and_the_next_prompt_removes(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    """Measured on 1.18.34: revert keeps the messages and sets ``session.revert``;
+    unrevert clears it; the next prompt removes the reverted messages."""
     fake.script("hang", [Hang()])
     sid = (await new_session(client))["id"]
-    for text in ("one", "two"):
+    for text in ("one", "two", "three"):
         await prompt(client, sid, text)
         await idle(fake, sid)
-    second_user = fake.sessions[sid].messages[2].id
+    messages = fake.sessions[sid].messages
+    second_user, second_reply = messages[2].id, messages[3].id
+    tokens_before = fake.sessions[sid].info["tokens"]
+    assert tokens_before["input"] == 30  # three steps of 10 input tokens
+
+    response = await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
+    assert response.status_code == 200
+    assert response.json()["revert"] == {"messageID": second_user}
+    assert len((await client.get(f"/session/{sid}/message")).json()) == 6  # nothing removed
+    assert "message.removed" not in log.types(sid)
+    # An assistant message reverts from the user message of its turn.
+    at_reply = await client.post(f"/session/{sid}/revert", json={"messageID": second_reply})
+    assert at_reply.json()["revert"] == {"messageID": second_user}
+    unknown = await client.post(f"/session/{sid}/revert", json={"messageID": "msg_unknown"})
+    assert unknown.json()["revert"] == {"messageID": second_user}
+
+    undone = await client.post(f"/session/{sid}/unrevert")
+    assert undone.status_code == 200 and "revert" not in undone.json()
+    assert "revert" not in (await client.post(f"/session/{sid}/unrevert")).json()
+    await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
+
+    mark = len(log.events)
+    await prompt(client, sid, "four")
+    await idle(fake, sid)
+    later = log.events[mark:]
+    removed = [i for i, e in enumerate(later) if e["type"] == "message.removed"]
+    assert [later[i]["properties"]["messageID"] for i in removed] == [m.id for m in messages[2:]]
+    cleared = later[removed[-1] + 1]
+    assert cleared["type"] == "session.updated"
+    assert "revert" not in cleared["properties"]["info"]
+    assert cleared["properties"]["info"]["tokens"]["input"] == 10  # removed steps taken off
+    texts = [m.text for m in fake.sessions[sid].messages]
+    assert texts == ["one", "ok", "four", "ok"]
+
     await prompt(client, sid, "[[script:hang]]")
     busy = await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
     assert busy.status_code == 409
+    assert busy.json() == {
+        "_tag": "SessionBusyError",
+        "sessionID": sid,
+        "message": f"Session is busy: {sid}",
+    }
+    assert (await client.post(f"/session/{sid}/unrevert")).status_code == 409
     await client.post(f"/session/{sid}/abort")
-    response = await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
-    assert response.status_code == 200
-    assert response.json()["id"] == sid
-    remaining = (await client.get(f"/session/{sid}/message")).json()
-    texts = ["".join(p.get("text", "") for p in m["parts"]) for m in remaining]
-    assert texts == ["one", "ok"]
+
+
+async def test_revert_at_a_part_removes_the_rest_of_its_message(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("work", [Text("before"), Tool("bash", {"command": "ls"}, output="a\n")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:work]]")
+    await idle(fake, sid)
+    first_reply = fake.sessions[sid].messages[1]
+    parts = first_reply.parts
+    tool = next(p for p in parts if p["type"] == "tool")
+    text = next(p for p in parts if p["type"] == "text")
+    # A part with no text or tool before it reverts the whole turn.
+    whole = await client.post(
+        f"/session/{sid}/revert", json={"messageID": first_reply.id, "partID": text["id"]}
+    )
+    assert whole.json()["revert"] == {"messageID": fake.sessions[sid].messages[0].id}
+    response = await client.post(
+        f"/session/{sid}/revert", json={"messageID": first_reply.id, "partID": tool["id"]}
+    )
+    assert response.json()["revert"] == {"messageID": first_reply.id, "partID": tool["id"]}
+    later = fake.sessions[sid].messages[2].id
+    mark = len(log.events)
+    await prompt(client, sid, "again")
+    await idle(fake, sid)
+    removals = [
+        (e["type"], e["properties"]["messageID"], e["properties"].get("partID"))
+        for e in log.events[mark:]
+        if e["type"] in ("message.removed", "message.part.removed")
+    ]
+    assert removals == [
+        ("message.removed", later, None),
+        *[("message.part.removed", first_reply.id, p["id"]) for p in parts[2:]],
+    ]
+    assert [p["type"] for p in fake.sessions[sid].messages[1].parts] == ["step-start", "text"]
+
+
+# --------------------------------------------------------------------- session lifecycle
+
+
+async def test_session_fields_before_and_after_turns(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    """The Session object's fields as measured on 1.18.34: usage from the start,
+    ``summary``/``agent``/``model`` from the first prompt, tokens summed per step."""
+    fake.script("work", [Tool("bash", {"command": "ls"}, output="a\n"), Text("done")])
+    fake.script("kid", [Text("kid")])
+    fake.script("spawn", [Task("explore", "kid")])
+    created = await new_session(client, title="t")
+    zero = {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+    assert list(created) == [
+        "id", "slug", "projectID", "directory", "path",
+        "cost", "tokens", "title", "version", "time",
+    ]  # fmt: skip
+    assert created["path"] == created["directory"].lstrip("/")
+    assert (created["cost"], created["tokens"]) == (0, zero)
+    sid = created["id"]
+    await prompt(client, sid, "[[script:work]]")
+    await idle(fake, sid)
+    info = (await client.get(f"/session/{sid}")).json()
+    assert info["summary"] == {"additions": 0, "deletions": 0, "files": 0}
+    assert info["agent"] == "build"
+    assert info["model"] == {"id": "fake-model", "providerID": "fake", "variant": "default"}
+    steps = [
+        p["tokens"]
+        for m in fake.sessions[sid].messages
+        for p in m.parts
+        if p["type"] == "step-finish"
+    ]
+    assert len(steps) == 2  # the tool step, then the answer
+    assert info["tokens"] == {
+        "input": sum(t["input"] for t in steps),
+        "output": sum(t["output"] for t in steps),
+        "reasoning": 0,
+        "cache": {"read": 0, "write": 0},
+    }
+    assert info["time"]["updated"] >= created["time"]["updated"]
+
+    await prompt(client, sid, "[[script:spawn]]")
+    await idle(fake, sid)
+    child = (await client.get(f"/session/{sid}/children")).json()[0]
+    assert child["agent"] == "general" and child["permission"] == []
+    assert child["tokens"]["input"] > 0  # the child's own step
+    asked = await new_session(
+        client, permission=[{"permission": "bash", "pattern": "*", "action": "ask"}]
+    )
+    assert asked["permission"] == [{"permission": "bash", "pattern": "*", "action": "ask"}]
+
+
+async def test_patch_session(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    """Measured: ``session.updated`` per PATCH, ``time.updated`` unchanged, unknown
+    fields ignored, archived sessions still listed."""
+    created = await new_session(client, title="before")
+    sid = created["id"]
+    renamed = await client.patch(f"/session/{sid}", json={"title": "after"})
+    assert renamed.status_code == 200 and renamed.json()["title"] == "after"
+    archived = (await client.patch(f"/session/{sid}", json={"time": {"archived": 1234}})).json()
+    assert archived["time"] == {**created["time"], "archived": 1234}
+    ignored = await client.patch(f"/session/{sid}", json={"bogus": 1})
+    assert ignored.status_code == 200 and "bogus" not in ignored.json()
+    updates = [
+        e["properties"]["info"]
+        for e in fake.events
+        if e["type"] == "session.updated" and e["properties"]["sessionID"] == sid
+    ]
+    assert [u["title"] for u in updates[-3:]] == ["after"] * 3
+    assert {u["time"]["updated"] for u in updates[-3:]} == {created["time"]["updated"]}
+    assert sid in [s["id"] for s in (await client.get("/session")).json()]
+    missing = await client.patch("/session/ses_0000000000000000000000000", json={"title": "x"})
+    assert missing.status_code == 404 and missing.json()["name"] == "NotFoundError"
+
+
+async def test_delete_cascades_children_first_and_leaves_runs_and_requests(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    """Measured: ``200 true``; ``session.deleted`` per session, depth first in creation
+    order; a busy deleted session stays busy (until aborted) and its pending request
+    stays listed; the ids are then unknown (404) except to abort."""
+    fake.script("hang", [Hang()])
+    fake.script("perm", [Permission("bash", ["ls"])])
+    root = (await new_session(client))["id"]
+    kid = (await new_session(client, parentID=root))["id"]
+    grandkid = (await new_session(client, parentID=kid))["id"]
+    kid2 = (await new_session(client, parentID=root))["id"]
+    other = (await new_session(client))["id"]
+    await prompt(client, kid2, "[[script:hang]]")
+    await prompt(client, grandkid, "[[script:perm]]")
+    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
+    response = await client.delete(f"/session/{root}")
+    assert (response.status_code, response.json()) == (200, True)
+    await log.wait_for(
+        lambda e: e["type"] == "session.deleted" and e["properties"]["sessionID"] == root
+    )
+    deleted = [e["properties"]["sessionID"] for e in log.events if e["type"] == "session.deleted"]
+    assert deleted == [grandkid, kid, kid2, root]
+    assert all(
+        e["properties"]["info"]["id"] == e["properties"]["sessionID"]
+        for e in log.events
+        if e["type"] == "session.deleted"
+    )
+    for sid in (root, kid, grandkid, kid2):
+        assert (await client.get(f"/session/{sid}")).status_code == 404
+        assert sid not in fake.sessions
+    assert (await client.delete(f"/session/{root}")).status_code == 404
+    assert set((await client.get("/session/status")).json()) == {kid2, grandkid}
+    assert [p["id"] for p in (await client.get("/permission")).json()] == [
+        asked["properties"]["id"]
+    ]
+    assert list(fake.sessions) == [other]
+    assert (await client.post(f"/session/{kid2}/abort")).json() is True
+    assert set((await client.get("/session/status")).json()) == {grandkid}
+
+
+async def test_summarize_runs_a_compaction_turn(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    """Measured: a user message with a ``compaction`` part, a ``summary`` assistant message
+    of agent ``compaction`` streaming the summary, ``session.compacted``, idle; ``true``."""
+    fake.summary_text = "We fixed the build."
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "hello")
+    await idle(fake, sid)
+    mark = len(log.events)
+    body = {"providerID": "fake", "modelID": "fake-model"}
+    response = await client.post(f"/session/{sid}/summarize", json=body)
+    assert (response.status_code, response.json()) == (200, True)
+    user, summary = [m.to_json() for m in fake.sessions[sid].messages[2:]]
+    assert [p["type"] for p in user["parts"]] == ["compaction"]
+    assert user["parts"][0]["auto"] is False
+    info = summary["info"]
+    assert (info["summary"], info["agent"], info["mode"]) == (True, "compaction", "compaction")
+    assert info["parentID"] == user["info"]["id"] and info["finish"] == "stop"
+    assert fake.sessions[sid].messages[3].text == "We fixed the build."
+    await log.wait_for(lambda e: e["type"] == "session.idle" and log.events.index(e) > mark)
+    types = [e["type"] for e in log.events[mark:] if e["properties"].get("sessionID") == sid]
+    assert types.index("session.compacted") > types.index("message.part.delta")
+    assert types[-2:] == ["session.status", "session.idle"] or "session.idle" in types
+    bad = await client.post(f"/session/{sid}/summarize", json={"auto": True})
+    assert bad.status_code == 400
+
+
+async def test_summarize_while_busy_waits_and_an_abort_drops_it(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    fake.script("hang", [Hang()])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:hang]]")
+    await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 2)
+    body = {"providerID": "fake", "modelID": "fake-model", "auto": True}
+    pending = asyncio.create_task(client.post(f"/session/{sid}/summarize", json=body))
+    await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 3)
+    compaction = fake.sessions[sid].messages[2].parts[0]
+    assert (compaction["type"], compaction["auto"]) == ("compaction", True)
+    assert not pending.done()
+    await client.post(f"/session/{sid}/abort")
+    response = await pending
+    assert (response.status_code, response.json()) == (200, True)
+    assert [m.role for m in fake.sessions[sid].messages] == ["user", "assistant", "user"]
+    assert not fake.sessions[sid].busy
 
 
 # --------------------------------------------------------------------- auth
