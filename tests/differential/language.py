@@ -1,0 +1,269 @@
+"""The neutral scenario language, and its translation to both targets' script steps.
+
+A scenario is written once: what the *model* does on each request (:data:`Turn`) and
+what the *client* does over HTTP (:data:`Action`). :func:`fake_steps` turns model
+turns into :mod:`adapter.testing.fake` steps, :func:`model_steps` into
+:mod:`adapter.testing.model` steps, so the fake and a real server driven by the
+scripted model are asked to do the same thing.
+
+The two script systems select steps differently, which the driver reconciles:
+the fake runs the script named in *each* prompt, the scripted model picks the
+script named in the *first* user message of a conversation and answers its Nth
+request with step N. So a session's second prompt continues its first prompt's
+model script (see :attr:`Prompt.fresh_history`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from adapter.testing import fake
+from adapter.testing import model as scripted
+
+# --------------------------------------------------------------------------- model turns
+
+
+@dataclass(frozen=True)
+class Say:
+    """The model answers with text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CallBash:
+    """The model calls ``bash``; ``stdout`` is what the command prints.
+
+    ``seconds``: how long the command runs (``inf``: until aborted) — the real
+    command must take that long too (e.g. ``sleep 30``). ``needs_permission``: the
+    session's rules ask before ``bash`` runs (the scenario's session must be
+    created with ``ask_bash=True``; the fake gets a ``Permission`` step shaped like
+    the real server's request: pattern = the command, ``always`` = its first word + ``*``).
+    """
+
+    command: str
+    stdout: str
+    description: str = "run it"
+    seconds: float = 0.0
+    needs_permission: bool = False
+
+
+@dataclass(frozen=True)
+class CallTask:
+    """The model calls ``task``: a ``general`` subagent child runs script ``child``."""
+
+    description: str
+    child: str
+
+
+@dataclass(frozen=True)
+class CallQuestion:
+    """The model calls the ``question`` tool with ``questions``."""
+
+    questions: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Hangs:
+    """The model call never answers (until the session is aborted)."""
+
+
+@dataclass(frozen=True)
+class Fails:
+    """The model call fails with HTTP ``status`` and an OpenAI error ``{message, type}``."""
+
+    status: int = 400
+    type: str = "invalid_request_error"
+    message: str = "scripted bad request"
+
+
+Turn: TypeAlias = Say | CallBash | CallTask | CallQuestion | Hangs | Fails
+"""One model request's answer."""
+
+ENDS_A_RUN = (Say, Hangs, Fails)
+"""Turns after which the model is not called again (a tool call always is)."""
+
+
+# --------------------------------------------------------------------------- client actions
+
+
+@dataclass(frozen=True)
+class Create:
+    """``POST /session``; the new session is known as ``alias`` from then on."""
+
+    alias: str
+    title: str | None = None
+    parent: str | None = None
+    ask_bash: bool = False
+    """Give the session the rule ``bash * ask`` (the real server's way to ask permission)."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Send a prompt whose text selects script ``script`` (``[[script:…]]``).
+
+    ``blocking`` uses ``POST /session/{id}/message`` (answers at the end of the run)
+    instead of ``prompt_async``; the driver waits for its answer before the next action.
+    ``fresh_history``: the model sees none of the session's earlier messages (after a
+    revert of all of them), so the real conversation starts over with this script.
+    """
+
+    session: str
+    script: str
+    blocking: bool = False
+    fresh_history: bool = False
+
+
+@dataclass(frozen=True)
+class Call:
+    """Any HTTP request. ``path`` and string values in ``body`` are templates:
+
+    ``{alias}`` → the session's id; ``{msg:alias:N}`` → the id of its Nth stored
+    message; ``{permission:alias}`` / ``{question:alias}`` → the id of its first
+    pending request. Ids are looked up with unrecorded requests.
+    """
+
+    method: str
+    path: str
+    body: Any = None
+
+
+@dataclass(frozen=True)
+class WaitIdle:
+    """Wait until the session went idle after its last prompt (or now), and things settled."""
+
+    session: str
+
+
+@dataclass(frozen=True)
+class WaitFor:
+    """Wait until an event matching ``event`` (an :class:`~.order.On`) was streamed."""
+
+    event: Any
+
+
+@dataclass(frozen=True)
+class WaitModelCall:
+    """Wait until the session's model call is in flight (a ``Hangs`` turn has started)."""
+
+    session: str
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Wait until no event of the scenario arrived for a short quiet period."""
+
+
+Action: TypeAlias = Create | Prompt | Call | WaitIdle | WaitFor | WaitModelCall | Settle
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named scenario: scripts (name → turns), actions, and event-order constraints.
+
+    ``model_extra`` appends turns to a session's *real* model conversation that have
+    no counterpart in a fake script (e.g. the summary a ``summarize`` request asks for).
+    """
+
+    name: str
+    actions: Sequence[Action]
+    scripts: Mapping[str, Sequence[Turn]] = field(default_factory=dict)
+    constraints: Sequence[Any] = ()
+    model_extra: Mapping[str, Sequence[Turn]] = field(default_factory=dict)
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        for name, turns in self.scripts.items():
+            if not turns or not isinstance(turns[-1], ENDS_A_RUN):
+                raise ValueError(
+                    f"{self.name}: script {name!r} must end with Say, Hangs or Fails "
+                    "(after a tool call the real model is called again)"
+                )
+            for turn in turns:
+                if isinstance(turn, CallTask) and turn.child not in self.scripts:
+                    raise ValueError(f"{self.name}: unknown child script {turn.child!r}")
+
+
+# --------------------------------------------------------------------------- translation
+
+
+def bash_input(turn: CallBash) -> dict[str, Any]:
+    """The ``bash`` tool's arguments, identical on both targets."""
+    return {"command": turn.command, "description": turn.description}
+
+
+def task_prompt(description: str, script_name: str) -> str:
+    """The child's prompt, as :func:`adapter.testing.model.task_call` writes it."""
+    return f"Subtask: {description}. {scripted.script_marker(script_name)}"
+
+
+def error_body(turn: Fails) -> dict[str, Any]:
+    """The body of the model's error answer (OpenAI's error format)."""
+    return {"error": {"message": turn.message, "type": turn.type, "code": None}}
+
+
+def fake_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[fake.Step]:
+    """The fake's steps for ``turns``; ``names`` maps local script names to run names."""
+    steps: list[fake.Step] = []
+    for turn in turns:
+        if isinstance(turn, Say):
+            steps.append(fake.Text(turn.text))
+        elif isinstance(turn, CallBash):
+            tool = fake.Tool("bash", bash_input(turn), output=turn.stdout, duration=turn.seconds)
+            if turn.needs_permission:
+                first_word = turn.command.split()[0]
+                steps.append(
+                    fake.Permission(
+                        "bash",
+                        patterns=(turn.command,),
+                        always=(f"{first_word} *",),
+                        metadata={"command": turn.command},
+                        tool=tool,
+                    )
+                )
+            else:
+                steps.append(tool)
+        elif isinstance(turn, CallTask):
+            child = names[turn.child]
+            steps.append(
+                fake.Task(turn.description, child, prompt=task_prompt(turn.description, child))
+            )
+        elif isinstance(turn, CallQuestion):
+            steps.append(fake.Question([dict(q) for q in turn.questions]))
+        elif isinstance(turn, Hangs):
+            steps.append(fake.Hang())
+        else:
+            body = json.dumps(error_body(turn))
+            steps.append(
+                fake.Fail(
+                    "APIError",
+                    turn.message,
+                    data={"statusCode": turn.status, "responseBody": body},
+                )
+            )
+    return steps
+
+
+def model_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[scripted.Step]:
+    """The scripted model's steps for ``turns`` (one step per model request)."""
+    steps: list[scripted.Step] = []
+    for turn in turns:
+        if isinstance(turn, Say):
+            steps.append(scripted.Text(turn.text))
+        elif isinstance(turn, CallBash):
+            steps.append(scripted.ToolCalls([scripted.ToolCall("bash", bash_input(turn))]))
+        elif isinstance(turn, CallTask):
+            steps.append(
+                scripted.ToolCalls([scripted.task_call(turn.description, names[turn.child])])
+            )
+        elif isinstance(turn, CallQuestion):
+            call = scripted.ToolCall("question", {"questions": [dict(q) for q in turn.questions]})
+            steps.append(scripted.ToolCalls([call]))
+        elif isinstance(turn, Hangs):
+            steps.append(scripted.Hang())
+        else:
+            steps.append(scripted.HttpError(turn.status, error_body(turn)))
+    return steps

@@ -1,0 +1,436 @@
+"""The differential scenarios: each written once, run on the fake and on a real server.
+
+A scenario's constraints are orders of events the adapter relies on; each must hold
+on both targets (see :mod:`.order`). Sessions are titled so no title request runs
+alongside a turn on the real server.
+"""
+
+from __future__ import annotations
+
+from .language import (
+    Call,
+    CallBash,
+    CallQuestion,
+    CallTask,
+    Create,
+    Fails,
+    Hangs,
+    Prompt,
+    Say,
+    Scenario,
+    Settle,
+    WaitFor,
+    WaitIdle,
+    WaitModelCall,
+)
+from .order import ANY, Before, Constraint, Never, Occurs, On
+
+UNKNOWN_SESSION = "ses_0000000000000000000000unknown"
+"""A well-formed id no server knows."""
+
+QUESTIONS = (
+    {
+        "question": "Which one?",
+        "header": "Pick",
+        "options": [
+            {"label": "A", "description": "the first"},
+            {"label": "B", "description": "the second"},
+        ],
+    },
+)
+
+
+def user(alias: str) -> On:
+    return On("message.updated", alias, {"info.role": "user"})
+
+
+def busy(alias: str) -> On:
+    return On("session.status", alias, {"status.type": "busy"})
+
+
+def idle(alias: str) -> On:
+    return On("session.idle", alias)
+
+
+def tool(alias: str, name: str, status: str) -> On:
+    return On("message.part.updated", alias, {"part.tool": name, "part.state.status": status})
+
+
+def text_done(alias: str, text: str) -> On:
+    return On("message.part.updated", alias, {"part.type": "text", "part.text": text})
+
+
+def turn_order(alias: str) -> list[Constraint]:
+    """A run of ``alias``: the prompt's echo, then busy, then idle."""
+    return [Before(user(alias), busy(alias)), Before(busy(alias), idle(alias))]
+
+
+def finished(alias: str, finish: str = "stop") -> On:
+    return On("message.updated", alias, {"info.role": "assistant", "info.finish": finish})
+
+
+def titled(
+    alias: str, title: str | None = None, parent: str | None = None, ask_bash: bool = False
+) -> Create:
+    return Create(alias, title or f"diff {alias}", parent=parent, ask_bash=ask_bash)
+
+
+SCENARIOS: list[Scenario] = [
+    # ------------------------------------------------------------------ sessions
+    Scenario(
+        "create_titled_session",
+        [titled("root", "A titled session"), Call("GET", "/session/{root}")],
+        constraints=[Occurs(On("session.created", "root"), 1, 1)],
+    ),
+    Scenario(
+        "create_child_via_parent_id",
+        [
+            titled("root"),
+            titled("child", parent="root"),
+            Call("GET", "/session/{child}"),
+            Call("GET", "/session/{root}/children"),
+        ],
+        constraints=[Occurs(On("session.created", "child", {"info.parentID": ANY}))],
+    ),
+    Scenario(
+        "children_order_three",
+        [
+            titled("root"),
+            titled("c1", parent="root"),
+            titled("c2", parent="root"),
+            titled("c3", parent="root"),
+            Call("GET", "/session/{root}/children"),
+        ],
+    ),
+    Scenario(
+        "get_unknown_session",
+        [
+            Call("GET", f"/session/{UNKNOWN_SESSION}"),
+            Call("GET", f"/session/{UNKNOWN_SESSION}/children"),
+            Call("GET", f"/session/{UNKNOWN_SESSION}/message"),
+        ],
+    ),
+    Scenario(
+        "non_ses_id",
+        [
+            Call("GET", "/session/not-a-session"),
+            Call("GET", "/session/not-a-session/children"),
+            Call("POST", "/session/not-a-session/abort"),
+        ],
+    ),
+    Scenario(
+        "list_sessions",
+        [
+            titled("a"),
+            titled("b"),
+            titled("b_child", parent="b"),
+            Call("GET", "/session?roots=true"),
+        ],
+    ),
+    Scenario(
+        "patch_title",
+        [
+            titled("root", "before"),
+            Call("PATCH", "/session/{root}", {"title": "after"}),
+            Call("GET", "/session/{root}"),
+        ],
+        constraints=[Occurs(On("session.updated", "root", {"info.title": "after"}))],
+    ),
+    Scenario(
+        "delete_parent_cascades",
+        [
+            titled("root"),
+            titled("c1", parent="root"),
+            titled("c2", parent="root"),
+            titled("gc", parent="c1"),
+            Call("DELETE", "/session/{root}"),
+            Settle(),
+            Call("GET", "/session/{c1}"),
+        ],
+        constraints=[
+            Before(On("session.deleted", "gc"), On("session.deleted", "root")),
+            Before(On("session.deleted", "c1"), On("session.deleted", "root")),
+            Occurs(On("session.deleted", "c2")),
+        ],
+    ),
+    # ------------------------------------------------------------------ turns
+    Scenario(
+        "text_turn",
+        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
+        scripts={"main": [Say("hello from the model")]},
+        constraints=[
+            *turn_order("root"),
+            Occurs(On("message.part.delta", "root", {"field": "text"})),
+            Before(text_done("root", "hello from the model"), idle("root")),
+            Before(finished("root"), idle("root")),
+        ],
+    ),
+    Scenario(
+        "text_turn_blocking",
+        [titled("root"), Prompt("root", "main", blocking=True), WaitIdle("root")],
+        scripts={"main": [Say("a blocking answer")]},
+        constraints=[*turn_order("root"), Before(finished("root"), idle("root"))],
+    ),
+    Scenario(
+        "messages_with_limit",
+        [
+            titled("root"),
+            Prompt("root", "one"),
+            WaitIdle("root"),
+            Prompt("root", "two"),
+            WaitIdle("root"),
+            Call("GET", "/session/{root}/message?limit=2"),
+            Call("GET", "/session/{root}/message?limit=1"),
+        ],
+        scripts={"one": [Say("first answer")], "two": [Say("second answer")]},
+    ),
+    Scenario(
+        "bash_tool_turn",
+        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
+        scripts={"main": [CallBash("echo hi", "hi\n"), Say("ran it")]},
+        constraints=[
+            *turn_order("root"),
+            Before(tool("root", "bash", "pending"), tool("root", "bash", "running")),
+            Before(tool("root", "bash", "running"), tool("root", "bash", "completed")),
+            Before(tool("root", "bash", "completed"), finished("root", "tool-calls")),
+            Before(finished("root", "tool-calls"), idle("root")),
+        ],
+    ),
+    Scenario(
+        "bash_empty_stdout",
+        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
+        scripts={"main": [CallBash("true", ""), Say("nothing printed")]},
+        constraints=[Before(tool("root", "bash", "completed"), idle("root"))],
+    ),
+    Scenario(
+        "task_child",
+        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
+        scripts={
+            "main": [CallTask("explore", "child"), Say("root done")],
+            "child": [Say("child result")],
+        },
+        constraints=[
+            *turn_order("root"),
+            Before(On("session.created", "root/0"), tool("root", "task", "completed")),
+            Before(idle("root/0"), tool("root", "task", "completed")),
+            Occurs(
+                On(
+                    "message.part.updated",
+                    "root",
+                    {"part.tool": "task", "part.state.metadata.sessionId": ANY},
+                )
+            ),
+        ],
+    ),
+    Scenario(
+        "nested_task",
+        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
+        scripts={
+            "main": [CallTask("level one", "child"), Say("root done")],
+            "child": [CallTask("level two", "grandchild"), Say("child done")],
+            "grandchild": [Say("grandchild result")],
+        },
+        constraints=[
+            Before(On("session.created", "root/0"), On("session.created", "root/0/0")),
+            Before(idle("root/0/0"), tool("root/0", "task", "completed")),
+            Before(idle("root/0"), tool("root", "task", "completed")),
+        ],
+    ),
+    Scenario(
+        "prompt_while_busy",
+        [
+            titled("root"),
+            Prompt("root", "first"),
+            WaitFor(tool("root", "bash", "running")),
+            Prompt("root", "second"),
+            WaitIdle("root"),
+        ],
+        scripts={
+            "first": [CallBash("sleep 1", "", seconds=1.0), Say("first done")],
+            "second": [Say("second done")],
+        },
+        # Measured: a prompt sent while a tool runs is merged into the running loop (the
+        # model's next request sees it), not run as a second turn.
+        constraints=[Occurs(user("root"), 2), Before(user("root"), busy("root"))],
+    ),
+    Scenario(
+        "failed_model_call",
+        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
+        scripts={"main": [Fails(400, "invalid_request_error", "the request was bad")]},
+        constraints=[
+            Before(user("root"), busy("root")),
+            Before(On("session.error", "root", {"error.name": "APIError"}), idle("root")),
+            Before(
+                On("message.updated", "root", {"info.error.name": "APIError"}),
+                idle("root"),
+                then_nth=2,
+            ),
+        ],
+    ),
+    # ------------------------------------------------------------------ abort
+    Scenario(
+        "abort_idle_session",
+        [titled("root"), Call("POST", "/session/{root}/abort"), Settle()],
+    ),
+    Scenario(
+        "abort_unknown_id",
+        [Call("POST", f"/session/{UNKNOWN_SESSION}/abort")],
+    ),
+    Scenario(
+        "abort_hanging_model_call",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitModelCall("root"),
+            Call("POST", "/session/{root}/abort"),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [Hangs()]},
+        constraints=[
+            Before(
+                On("session.error", "root", {"error.name": "MessageAbortedError"}), idle("root")
+            ),
+            Occurs(On("message.updated", "root", {"info.error.name": "MessageAbortedError"})),
+        ],
+    ),
+    Scenario(
+        "abort_running_bash",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitFor(tool("root", "bash", "running")),
+            Call("POST", "/session/{root}/abort"),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallBash("sleep 30", "", seconds=float("inf")), Say("never")]},
+        constraints=[
+            Before(tool("root", "bash", "running"), tool("root", "bash", "completed")),
+            Occurs(On("message.updated", "root", {"info.error.name": "MessageAbortedError"})),
+        ],
+    ),
+    # ------------------------------------------------------------------ permission & question
+    Scenario(
+        "permission_replied_once",
+        [
+            titled("root", ask_bash=True),
+            Prompt("root", "main"),
+            WaitFor(On("permission.asked", "root")),
+            Call("POST", "/permission/{permission:root}/reply", {"reply": "once"}),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallBash("echo allowed", "allowed\n", needs_permission=True), Say("ok")]},
+        constraints=[
+            Before(On("permission.asked", "root"), tool("root", "bash", "running")),
+            Before(
+                On("permission.replied", "root", {"reply": "once"}),
+                tool("root", "bash", "completed"),
+            ),
+        ],
+    ),
+    Scenario(
+        "permission_rejected",
+        [
+            titled("root", ask_bash=True),
+            Prompt("root", "main"),
+            WaitFor(On("permission.asked", "root")),
+            Call("POST", "/permission/{permission:root}/reply", {"reply": "reject"}),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallBash("echo denied", "denied\n", needs_permission=True), Say("ok")]},
+        constraints=[
+            Occurs(On("permission.replied", "root", {"reply": "reject"})),
+            Before(On("permission.replied", "root"), tool("root", "bash", "error")),
+        ],
+    ),
+    Scenario(
+        "permission_pending_then_abort",
+        [
+            titled("root", ask_bash=True),
+            Prompt("root", "main"),
+            WaitFor(On("permission.asked", "root")),
+            Call("POST", "/session/{root}/abort"),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallBash("echo pending", "pending\n", needs_permission=True), Say("ok")]},
+        constraints=[Never(On("permission.replied", "root"))],
+    ),
+    Scenario(
+        "question_replied",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitFor(On("question.asked", "root")),
+            Call("POST", "/question/{question:root}/reply", {"answers": [["A"]]}),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallQuestion(QUESTIONS), Say("thanks")]},
+        constraints=[
+            Before(On("question.asked", "root"), tool("root", "question", "running")),
+            Before(On("question.replied", "root"), tool("root", "question", "completed")),
+        ],
+    ),
+    Scenario(
+        "question_rejected",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitFor(On("question.asked", "root")),
+            Call("POST", "/question/{question:root}/reject"),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallQuestion(QUESTIONS), Say("thanks")]},
+        constraints=[
+            Occurs(On("question.rejected", "root")),
+            Before(On("question.rejected", "root"), tool("root", "question", "error")),
+        ],
+    ),
+    # ------------------------------------------------------------------ history
+    Scenario(
+        "revert_then_prompt",
+        [
+            titled("root"),
+            Prompt("root", "one"),
+            WaitIdle("root"),
+            Call("POST", "/session/{root}/revert", {"messageID": "{msg:root:0}"}),
+            Call("GET", "/session/{root}"),
+            Prompt("root", "two", fresh_history=True),
+            WaitIdle("root"),
+        ],
+        scripts={"one": [Say("first answer")], "two": [Say("after revert")]},
+        constraints=[Occurs(On("session.updated", "root", {"info.revert": ANY}))],
+    ),
+    Scenario(
+        "unrevert",
+        [
+            titled("root"),
+            Prompt("root", "one"),
+            WaitIdle("root"),
+            Prompt("root", "two"),
+            WaitIdle("root"),
+            Call("POST", "/session/{root}/revert", {"messageID": "{msg:root:2}"}),
+            Call("POST", "/session/{root}/unrevert"),
+            Call("GET", "/session/{root}"),
+        ],
+        scripts={"one": [Say("first answer")], "two": [Say("second answer")]},
+    ),
+    Scenario(
+        "summarize",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitIdle("root"),
+            Call(
+                "POST",
+                "/session/{root}/summarize",
+                {"providerID": "fake", "modelID": "fake-model"},
+            ),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [Say("something worth summarising")]},
+        model_extra={"root": [Say("the summary")]},
+        constraints=[Occurs(On("session.compacted", "root"))],
+    ),
+]
+"""Every scenario, in the order they run."""
+
+BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}

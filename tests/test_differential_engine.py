@@ -1,0 +1,261 @@
+"""The differential suite's own machinery, checked with deliberately wrong inputs.
+
+The real-server suite (``tests/real/test_differential.py``) is only as good as its
+normaliser, schema validation, order checker and comparison; these tests show each
+one catches what it must and forgives only what the registry says.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.differential.compare import compare
+from tests.differential.driver import Exchange, FakeTarget, Recording, conversations, record_both
+from tests.differential.language import CallBash, Prompt, Say, Scenario, WaitIdle
+from tests.differential.normalise import MISSING, Normaliser, diff
+from tests.differential.order import ANY, Before, CreatedFirst, Never, Occurs, On, PartsAfterMessage
+from tests.differential.scenarios import BY_NAME
+from tests.differential.schema import spec
+
+SES_A = "ses_dd3439dcdffeS13fl3y3DRCWj0"
+SES_B = "ses_dd3439ea0ffeSMm62uTUuhbqc7"
+MSG_A = "msg_22cbc64c9001XrJ2IHEAGZE7UG"
+MSG_B = "msg_22cbc6dad001wIEdSwupjsCRu4"
+
+
+def session(sid: str, directory: str, created: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": sid,
+        "slug": f"slug-{created}",
+        "projectID": "global",
+        "directory": directory,
+        "title": "t",
+        "version": "1.18.34",
+        "time": {"created": created, "updated": created + 5},
+        **extra,
+    }
+
+
+# --------------------------------------------------------------------------- normaliser
+
+
+def test_normaliser_maps_ids_clocks_and_directories_to_the_same_placeholders() -> None:
+    fake = Normaliser({SES_A: "<ses:root>"}, ["/home/user/project"])
+    real = Normaliser({SES_B: "<ses:root>"}, ["/tmp/opencode-real-x/project"])
+    body_fake = session(SES_A, "/home/user/project", 1)
+    body_fake["note"] = f"task_id: {SES_A} and {MSG_A} in /home/user/project/a"
+    body_real = session(SES_B, "/tmp/opencode-real-x/project", 999)
+    body_real["note"] = f"task_id: {SES_B} and {MSG_B} in /tmp/opencode-real-x/project/a"
+    assert diff(fake(body_fake), real(body_real)) == []
+    assert fake(body_fake)["note"] == "task_id: <ses:root> and <msg#1> in <dir>/a"
+
+
+def test_normaliser_keeps_real_differences() -> None:
+    fake = Normaliser({SES_A: "<ses:root>"})
+    real = Normaliser({SES_B: "<ses:root>"})
+    body_fake = session(SES_A, "/d", 1, title="one")
+    body_real = session(SES_B, "/d", 2, title="two", parentID=SES_B)
+    found = {(d.path, d.fake, d.real) for d in diff(fake(body_fake), real(body_real))}
+    assert found == {("title", "one", "two"), ("parentID", MISSING, "<ses:root>")}
+
+
+def test_unknown_ids_are_numbered_by_first_appearance() -> None:
+    norm = Normaliser()
+    assert norm(["per_22cb7a0b2001sKIBLso1nIHoJ4", "per_22cb7a0b2001sKIBLso1nIHoJ5"]) == [
+        "<per#1>",
+        "<per#2>",
+    ]
+    assert norm({"callID": "call_1_0"}) == {"callID": "<call#1>"}
+
+
+def test_usage_figures_keep_their_shape() -> None:
+    norm = Normaliser()
+    tokens = {"tokens": {"input": 3, "output": 1, "cache": {"read": 0, "write": 0}}, "cost": 0}
+    assert norm(tokens) == {
+        "tokens": {"input": "<n>", "output": "<n>", "cache": {"read": "<n>", "write": "<n>"}},
+        "cost": "<n>",
+    }
+    without_total = diff(norm(tokens), norm({**tokens, "tokens": {**tokens["tokens"], "total": 4}}))
+    assert [d.path for d in without_total] == ["tokens.total"]
+
+
+def test_diff_reports_list_length_and_type_changes() -> None:
+    found = diff({"a": [1, 2], "b": 1}, {"a": [1], "b": "1"})
+    assert {(d.path, d.fake, d.real) for d in found} == {("a[1]", 2, MISSING), ("b", 1, "1")}
+
+
+# --------------------------------------------------------------------------- order
+
+
+def ev(type_: str, **props: Any) -> dict[str, Any]:
+    return {"id": "evt_1", "type": type_, "properties": props}
+
+
+IDS = {"root": SES_A, "child": SES_B}
+STREAM = [
+    ev("session.created", sessionID=SES_A, info={"id": SES_A}),
+    ev("message.updated", sessionID=SES_A, info={"id": MSG_A, "role": "user"}),
+    ev("session.status", sessionID=SES_A, status={"type": "busy"}),
+    ev("message.part.updated", sessionID=SES_A, part={"messageID": MSG_A, "sessionID": SES_A}),
+    ev("session.idle", sessionID=SES_A),
+]
+
+
+def test_before_holds_and_fails_when_the_order_is_reversed() -> None:
+    rule = Before(On("message.updated", "root", {"info.role": "user"}), On("session.idle", "root"))
+    assert list(rule.violations(STREAM, IDS)) == []
+    assert "after" in next(iter(rule.violations(list(reversed(STREAM)), IDS)))
+
+
+def test_before_fails_when_either_event_is_missing_or_belongs_to_another_session() -> None:
+    rule = Before(On("session.status", "child"), On("session.idle", "root"))
+    assert ["only 0" in v for v in rule.violations(STREAM, IDS)] == [True]
+    second = Before(On("session.status", "root"), On("session.idle", "root"), then_nth=2)
+    assert len(list(second.violations(STREAM, IDS))) == 1
+
+
+def test_where_matches_values_any_and_absent() -> None:
+    assert not list(
+        Occurs(On("session.status", "root", {"status.type": "busy"})).violations(STREAM, IDS)
+    )
+    assert list(
+        Occurs(On("session.status", "root", {"status.type": "idle"})).violations(STREAM, IDS)
+    )
+    assert not list(Occurs(On("message.updated", where={"info.id": ANY})).violations(STREAM, IDS))
+    assert list(Never(On("session.idle")).violations(STREAM, IDS))
+
+
+def test_created_first_and_parts_after_message_catch_early_events() -> None:
+    assert not list(CreatedFirst("root").violations(STREAM, IDS))
+    early = [STREAM[2], *STREAM]
+    assert "session.status" in next(iter(CreatedFirst("root").violations(early, IDS)))
+    assert not list(PartsAfterMessage().violations(STREAM, IDS))
+    orphan = [STREAM[0], STREAM[3], STREAM[1]]
+    assert list(PartsAfterMessage().violations(orphan, IDS))
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_schema_accepts_real_bodies_and_rejects_wrong_ones() -> None:
+    api = spec()
+    good = session(SES_A, "/d", 1, path="d")
+    assert api.validate_response("GET", f"/session/{SES_A}", 200, good) == []
+    bad = {**good, "time": {"created": "yesterday"}}
+    errors = api.validate_response("GET", f"/session/{SES_A}", 200, bad)
+    assert any("time" in e for e in errors), errors
+    assert api.validate_response("POST", f"/session/{SES_A}/abort", 200, "true")
+    not_found = {"name": "NotFoundError", "data": {"message": "Session not found: x"}}
+    assert api.validate_response("GET", f"/session/{SES_A}?x=1", 404, not_found) == []
+    assert api.validate_response("GET", "/session/status", 418, {})  # undocumented status
+
+
+def test_schema_checks_events_by_their_type() -> None:
+    api = spec()
+    assert (
+        api.validate_event(
+            {"id": "evt_1", "type": "session.idle", "properties": {"sessionID": SES_A}}
+        )
+        == []
+    )
+    assert api.validate_event({"id": "evt_1", "type": "session.idle", "properties": {}})
+    assert api.validate_event({"id": "evt_1", "type": "no.such.event", "properties": {}})
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def recording(target: str, sid: str, directory: str, created: int) -> Recording:
+    body = session(sid, directory, created)
+    rec = Recording(target, directory, ids={"root": sid})
+
+    def copy_of() -> dict[str, Any]:
+        return copy.deepcopy(body)
+
+    rec.exchanges = [
+        Exchange("POST /session (root)", "POST", "/session", 200, copy_of(), True, "scenario"),
+        Exchange("GET /session/{root}", "GET", f"/session/{sid}", 200, copy_of(), True, "state"),
+    ]
+    rec.events = [ev("session.created", sessionID=sid, info=copy_of())]
+    rec.state = {"sessions": {"root": copy_of()}, "messages": {"root": []}, "status": {}}
+    return rec
+
+
+def test_compare_forgives_the_registry_and_nothing_else() -> None:
+    scenario = Scenario("synthetic", [])
+    fake = recording("fake", SES_A, "/home/user/project", 1)
+    real = recording("real", SES_B, "/tmp/x/project", 2)
+    assert compare(scenario, fake, real) == []
+
+    broken = copy.deepcopy(fake)
+    broken.exchanges[0].status = 201
+    broken.state["sessions"]["root"]["title"] = "other"
+    broken.events.append(
+        ev("session.updated", sessionID=SES_A, info=fake.state["sessions"]["root"])
+    )
+    broken.events.insert(0, ev("session.status", sessionID=SES_A, status={"type": "busy"}))
+    found = compare(scenario, broken, real)
+    kinds = sorted({d.kind for d in found})
+    assert kinds == ["event-types", "order", "schema", "state", "status"], [str(d) for d in found]
+
+
+def test_compare_validates_both_targets_bodies() -> None:
+    scenario = Scenario("synthetic", [])
+    fake = recording("fake", SES_A, "/home/user/project", 1)
+    real = recording("real", SES_B, "/tmp/x/project", 2)
+    del fake.exchanges[0].body["projectID"]
+    found = [d for d in compare(scenario, fake, real) if d.kind == "schema"]
+    assert len(found) == 1 and "fake" in found[0].where and "projectID" in found[0].where
+
+
+# --------------------------------------------------------------------------- language & driver
+
+
+def test_scripts_must_end_where_the_model_stops() -> None:
+    with pytest.raises(ValueError, match="must end"):
+        Scenario("bad", [], scripts={"main": [CallBash("ls", "")]})
+
+
+def test_later_prompts_continue_the_first_prompts_model_conversation() -> None:
+    scenario = Scenario(
+        "chat",
+        [Prompt("s", "one"), Prompt("s", "two"), Prompt("s", "three", fresh_history=True)],
+        scripts={"one": [Say("1")], "two": [Say("2")], "three": [Say("3")]},
+        model_extra={"s": [Say("summary")]},
+    )
+    names = {"one": "n1", "two": "n2", "three": "n3"}
+    assert conversations(scenario, names) == {
+        "n1": [Say("1"), Say("2")],
+        "n3": [Say("3"), Say("summary")],
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["text_turn", "bash_tool_turn", "abort_hanging_model_call", "permission_replied_once"]
+)
+async def test_the_driver_is_deterministic_fake_against_fake(name: str) -> None:
+    """Two fakes playing the same scenario differ in nothing: the driver, its waits and
+    the normalisation add no divergence of their own."""
+    one, two = FakeTarget(), FakeTarget()
+    two.name = "real"
+    try:
+        rec_one, rec_two = await record_both(BY_NAME[name], one, two)
+    finally:
+        await one.aclose()
+        await two.aclose()
+    assert rec_one.problems == [] and rec_two.problems == []
+    assert len(rec_one.events) > 1 and rec_one.state["messages"]
+    assert compare(BY_NAME[name], rec_one, rec_two) == []
+
+
+def test_wait_idle_scenarios_prompt_first() -> None:
+    for scenario in BY_NAME.values():
+        prompted: set[str] = set()
+        for action in scenario.actions:
+            if isinstance(action, Prompt):
+                prompted.add(action.session)
+            if isinstance(action, WaitIdle):
+                assert action.session in prompted, scenario.name
