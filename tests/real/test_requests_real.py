@@ -1,0 +1,133 @@
+"""Pending permission requests against a real ``opencode serve``: live ones and ghosts.
+
+OpenCode 1.18.34 keeps listing a permission request after its session's run was
+aborted (a *ghost*): ``GET /permission`` still has it, and a reply answers ``true``
+and emits ``permission.replied`` but runs nothing. A thread resumed later must not
+announce such a request as open; a request that still blocks a run must be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from adapter import OpenCodeAdapter, UnknownRequestError
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
+from tests.adapter_support import Recorder
+
+pytestmark = pytest.mark.real
+
+ASK_BASH = [{"permission": "bash", "pattern": "*", "action": "ask"}]
+
+
+@pytest.fixture
+async def http(real_server: RealOpenCodeServer) -> AsyncIterator[httpx.AsyncClient]:
+    """Another client of the same server (the work a thread resumes was started by it)."""
+    async with httpx.AsyncClient(
+        base_url=real_server.base_url,
+        headers={"x-opencode-directory": str(real_server.directory)},
+        timeout=10.0,
+        trust_env=False,
+    ) as client:
+        yield client
+
+
+async def asking_session(
+    http: httpx.AsyncClient, model: ScriptedModelServer, name: str, command: str
+) -> tuple[str, str]:
+    """A session whose turn waits on a ``bash`` permission; its id and the request's."""
+    model.script(name, [ToolCalls([ToolCall("bash", {"command": command})]), Text("ran")])
+    created = await http.post("/session", json={"title": name, "permission": ASK_BASH})
+    session_id = str(created.json()["id"])
+    body = {"parts": [{"type": "text", "text": "go " + script_marker(name)}]}
+    assert (await http.post(f"/session/{session_id}/prompt_async", json=body)).status_code == 204
+    async with asyncio.timeout(30):
+        while True:
+            listed = (await http.get("/permission")).json()
+            mine = [r["id"] for r in listed if r["sessionID"] == session_id]
+            if mine:
+                return session_id, str(mine[0])
+            await asyncio.sleep(0.05)
+
+
+async def listed_permissions(http: httpx.AsyncClient) -> set[str]:
+    return {str(r["id"]) for r in (await http.get("/permission")).json()}
+
+
+async def test_a_resumed_thread_announces_live_requests_but_not_ghosts(
+    real_server: RealOpenCodeServer,
+    scripted_model: ScriptedModelServer,
+    http: httpx.AsyncClient,
+    unique_name: str,
+) -> None:
+    stopped, ghost = await asking_session(http, scripted_model, f"{unique_name}-g", "echo g")
+    waiting, live = await asking_session(http, scripted_model, f"{unique_name}-l", "echo l")
+    await http.post(f"/session/{stopped}/abort")
+    assert ghost in await listed_permissions(http)  # the server's fact this test is about
+    assert stopped not in (await http.get("/session/status")).json()
+    try:
+        async with OpenCodeAdapter(
+            real_server.base_url, directory=str(real_server.directory)
+        ) as oc:
+            rec = Recorder(oc)
+            await oc.start_session("stopped", resume={"schema": 1, "session_id": stopped})
+            await oc.start_session("waiting", resume={"schema": 1, "session_id": waiting})
+            opened = await rec.wait_for("request.opened", timeout=10)
+            assert (opened.thread_id, opened.request_id) == ("waiting", live)
+            await asyncio.sleep(0.5)  # both recoveries have long finished
+            assert [e.request_id for e in rec.of("request.opened")] == [live]
+            with pytest.raises(UnknownRequestError):
+                await oc.respond_to_request("stopped", ghost, "accept")
+            await oc.respond_to_request("waiting", live, "accept")
+            resolved = await rec.wait_for("request.resolved", timeout=10)
+            assert (resolved.request_id, resolved.decision) == (live, "accept")
+            await rec.close()
+    finally:
+        await http.post(f"/session/{waiting}/abort")
+        if ghost in await listed_permissions(http):
+            await http.post(f"/permission/{ghost}/reply", json={"reply": "reject"})
+
+
+async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
+    real_server: RealOpenCodeServer,
+    scripted_model: ScriptedModelServer,
+    http: httpx.AsyncClient,
+    unique_name: str,
+) -> None:
+    """The adapter's own Stop leaves a ghost behind on the server; a later adapter
+    resuming the thread must not offer it to the user again."""
+    session_id, request_id = await asking_session(http, scripted_model, unique_name, "echo x")
+    try:
+        async with OpenCodeAdapter(
+            real_server.base_url, directory=str(real_server.directory)
+        ) as oc:
+            rec = Recorder(oc)
+            await oc.start_session("t", resume={"schema": 1, "session_id": session_id})
+            opened = await rec.wait_for("request.opened", timeout=10)
+            assert opened.request_id == request_id  # live: announced
+            await oc.stop_session("t")  # aborts the session's tree
+            await rec.wait_for("session.exited", timeout=10)
+            await rec.close()
+        assert request_id in await listed_permissions(http)  # a ghost now
+        async with OpenCodeAdapter(
+            real_server.base_url, directory=str(real_server.directory)
+        ) as later:
+            rec = Recorder(later)
+            await later.start_session("t", resume={"schema": 1, "session_id": session_id})
+            await asyncio.sleep(1.0)
+            assert rec.of("request.opened") == []
+            await rec.close()
+        # The ghost is real: answering it "works" and runs nothing.
+        requests_before = len(scripted_model.requests)
+        reply = await http.post(f"/permission/{request_id}/reply", json={"reply": "once"})
+        assert (reply.status_code, reply.json()) == (200, True)
+        await asyncio.sleep(0.5)
+        assert len(scripted_model.requests) == requests_before
+        assert session_id not in (await http.get("/session/status")).json()
+    finally:
+        if request_id in await listed_permissions(http):
+            await http.post(f"/permission/{request_id}/reply", json={"reply": "reject"})
