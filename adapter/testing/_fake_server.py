@@ -1,8 +1,9 @@
 """An in-process emulation of the OpenCode 1.18.x HTTP API, for tests and benchmarks.
 
 :class:`FakeOpenCodeServer` answers a faithful subset of the OpenCode server API
-(sessions, children, status, messages, prompts, abort, revert, permission and
-question replies, the ``/event`` SSE stream, basic auth) through an
+(sessions, children, status, messages, prompts, abort, revert and unrevert,
+summarize, session update and delete, permission and question replies, the
+``/event`` SSE stream, basic auth) through an
 :class:`httpx.AsyncBaseTransport`, so a client talks to it with no network::
 
     fake = FakeOpenCodeServer()
@@ -38,8 +39,21 @@ Quirks of the real server that are reproduced on purpose:
 * ``GET /session/status`` lists only non-idle sessions.
 * ``GET /session/{id}/children`` lists direct children only, in creation order.
 * An id without the ``ses`` prefix in ``/session/{id}/...`` answers 500 ``UnknownError``.
-* Pending permission and question requests of an aborted session are dropped
-  with no ``replied`` event.
+* Pending permission and question requests outlive an abort of their session:
+  still listed by ``GET /permission`` / ``GET /question`` while their tool part
+  has ended ``error`` (interrupted); a reply answers ``true`` and emits
+  ``replied`` but runs nothing.
+* ``POST /session/{id}/revert`` only sets ``session.revert``; the next prompt
+  removes the reverted messages (``message.removed``, ``message.part.removed``)
+  and their tokens from the session's totals. ``unrevert`` clears the mark.
+* ``DELETE /session/{id}`` deletes the subtree children first (``session.deleted``
+  each) and answers ``true``; a busy deleted session keeps running (abortable).
+* ``PATCH /session/{id}`` emits ``session.updated`` but leaves ``time.updated``.
+* ``POST /session/{id}/summarize`` answers ``true`` after a compaction turn (its
+  text is :attr:`FakeOpenCodeServer.summary_text`); while busy it waits its turn,
+  and an abort drops it (still ``true``).
+* A session's ``tokens`` and ``cost`` are the sums of its steps'; ``summary``,
+  ``agent`` and ``model`` appear with its first prompt.
 
 Everything runs in the event loop of the caller: no threads, no sockets. Every
 request is O(1) in the number of sessions (except ``GET /session``, which lists
