@@ -65,6 +65,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fnmatch
 import json
 import math
 import random
@@ -114,10 +115,7 @@ _TOOL_ABORTED = "Tool execution aborted"
 _BASH_ABORTED_OUTPUT = (
     "(no output)\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>"
 )
-_PERMISSION_REJECTED = (
-    "The user rejected permission to use this specific tool call. "
-    "You may try again with different parameters."
-)
+_PERMISSION_REJECTED = "The user rejected permission to use this specific tool call."
 _QUESTION_DISMISSED = "The user dismissed this question"
 _SLUG_ADJECTIVES = (
     "kind", "clever", "quick", "calm", "crisp", "silent", "misty", "proud", "curious",
@@ -164,7 +162,14 @@ class Tool:
     ``duration`` is how long it stays running (``float('inf')``: until aborted).
     ``error`` makes it end ``error`` with that message instead of ``output``.
     ``title`` defaults to the command / file path / description in ``input``.
-    ``metadata`` is merged into the completed state's metadata.
+    ``metadata`` is merged into the completed state's metadata (which always has
+    ``truncated: false``, like every real tool's).
+
+    A ``bash`` tool streams like the real one: ``running`` without metadata, then
+    ``running`` with ``metadata.output: ""``, then one ``running`` per line of
+    ``output`` (the output so far; spread over a finite ``duration``), then
+    ``completed`` with ``metadata {output, exit: 0, truncated: false}`` and the
+    command as title. Empty output completes as ``"(no output)"``.
     """
 
     tool: str
@@ -182,9 +187,12 @@ class Task:
 
     The child is created with ``parentID`` and titled ``"<description> (@<subagent_type>
     subagent)"``; the running part carries ``metadata.sessionId`` = the child's id.
-    The part completes with the child's final text (wrapped in ``<task_result>``
-    like the real tool), or ends ``error "Task cancelled"`` if the child alone was
-    aborted (the parent then goes on with its script).
+    The part completes with the child's final text wrapped like the real tool does:
+    ``<task id="ses_..." state="completed">``, ``<task_result>``, the text,
+    ``</task_result>``, ``</task>``, each on a line of its own;
+    it ends ``error "Task cancelled"`` if the child alone was aborted, or ``error
+    "Subagent failed (task_id: ses_...): MESSAGE"`` if the child's model call failed
+    (the parent then goes on with its script).
     ``prompt`` defaults to ``"<description> [[script:<script>]]"``.
     """
 
@@ -203,10 +211,13 @@ class Hang:
 class Fail:
     """The model call fails: ``session.error {name, data}`` and the run ends (idle).
 
-    ``data`` adds fields to the error's ``data`` (e.g. ``statusCode``).
+    ``data`` adds fields to the error's ``data`` (or overrides them). An ``APIError``
+    (the default, what a provider's 4xx that OpenCode does not retry produces) gets
+    the real server's full ``data``: ``message, statusCode (400), isRetryable (false),
+    responseHeaders, responseBody, metadata.url``.
     """
 
-    name: str = "ProviderError"
+    name: str = "APIError"
     message: str = "Provider request failed"
     data: Mapping[str, Any] | None = None
 
@@ -215,10 +226,13 @@ class Fail:
 class Permission:
     """A tool call that needs permission: ``permission.asked``, then waits for the reply.
 
-    ``once``/``always`` run ``tool`` normally (``always`` also pre-approves later
-    identical requests in this session); ``reject`` ends the tool ``error`` and
-    stops the run. ``tool`` defaults to a tool named after ``permission`` (for
-    ``bash``: ``{"command": patterns[0]}``).
+    The tool part goes ``pending``, then ``permission.asked``, then ``running``
+    (input only), and waits. ``once``/``always`` run ``tool`` normally (``always``
+    also pre-approves, for every session of the server like the real project-wide
+    rule, later requests of this ``permission`` whose patterns all match one of
+    ``always`` (or of ``patterns`` when ``always`` is empty; ``*`` is a wildcard));
+    ``reject`` ends the tool ``error`` and stops the run. ``tool`` defaults to a
+    tool named after ``permission`` (for ``bash``: ``{"command": patterns[0]}``).
     """
 
     permission: str = "bash"
@@ -233,7 +247,9 @@ class Question:
     """A ``question`` tool call: ``question.asked``, then waits for a reply or reject.
 
     ``questions`` are ``{question, header, options: [{label, description}]}``
-    objects. A reply completes the tool; a reject ends it ``error`` and stops the run.
+    objects. The part goes ``pending``, ``question.asked``, ``running``. A reply
+    completes the tool (title ``"Asked N question(s)"``, ``metadata {answers,
+    truncated}``); a reject ends it ``error`` and stops the run.
     """
 
     questions: Sequence[Mapping[str, Any]]
@@ -303,7 +319,6 @@ class FakeSession:
 
     __slots__ = (
         "_aborting",
-        "_always",
         "_children",
         "_messages",
         "_pending",
@@ -331,7 +346,6 @@ class FakeSession:
         self._run: _Run | None = None
         self._aborting: asyncio.Future[None] | None = None
         self._pending: set[str] = set()
-        self._always: set[tuple[str, tuple[str, ...]]] = set()
 
     @property
     def children(self) -> list[str]:
@@ -448,10 +462,38 @@ def _not_found(message: str) -> httpx.Response:
     return _json_response(404, {"name": "NotFoundError", "data": {"message": message}})
 
 
+def _js(value: Any) -> str:
+    """``value`` as the real server's validation messages print it (``JSON.stringify``)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _invalid(message: str, *path: str | int, kind: str = "Payload") -> httpx.Response:
+    """400 as the real server's schema validation answers it (measured on 1.18.34):
+    ``{"name": "BadRequest", "data": {"message", "kind"}}``, the message ending with a
+    line ``  at ["key"][0]`` when ``path`` is given, ``kind`` being ``Payload`` (body),
+    ``Params`` (path) or ``Query``."""
+    if path:
+        message += "\n  at " + "".join(f"[{json.dumps(p)}]" for p in path)
+    return _json_response(400, {"name": "BadRequest", "data": {"message": message, "kind": kind}})
+
+
 def _bad_request(message: str) -> httpx.Response:
-    return _json_response(
-        400, {"name": "BadRequest", "data": {"message": message}, "success": False}
-    )
+    return _invalid(message)
+
+
+def _expected_prefix(value: Any, prefix: str, name: str, *, kind: str) -> httpx.Response | None:
+    """The 400 for an id that lacks its ``prefix`` (``msg``, ``per``, ``que``), else None."""
+    if isinstance(value, str) and value.startswith(prefix):
+        return None
+    expected = f'Expected a string starting with "{prefix}", got {_js(value)}'
+    return _invalid(expected, name, kind=kind)
+
+
+_PART_TYPES = ("text", "file", "agent", "subtask")
+_PART_UNION = (
+    'Expected { readonly "type": "text", ... } | { readonly "type": "file", ... } | '
+    '{ readonly "type": "agent", ... } | { readonly "type": "subtask", ... }'
+)
 
 
 def _zero_usage() -> JSON:
@@ -466,6 +508,25 @@ def _sum_usage(total: Mapping[str, Any], step: Mapping[str, Any], *, sign: int) 
     }
     out["cache"] = {k: cache.get(k, 0) + sign * step_cache.get(k, 0) for k in ("read", "write")}
     return out
+
+
+def _api_error_data(message: str) -> JSON:
+    """The ``data`` of a real ``APIError`` for a provider's 400 ``invalid_request_error``."""
+    body = json.dumps(
+        {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    )
+    return {
+        "message": message,
+        "statusCode": 400,
+        "isRetryable": False,
+        "responseHeaders": {
+            "connection": "close",
+            "content-length": str(len(body.encode())),
+            "content-type": "application/json",
+        },
+        "responseBody": body,
+        "metadata": {"url": "http://fake-model/v1/chat/completions"},
+    }
 
 
 def _chunks(text: str, n: int) -> list[str]:
@@ -706,6 +767,7 @@ class FakeOpenCodeServer:
         self._non_idle: dict[str, JSON] = {}
         self._scripts: dict[str, tuple[Step, ...]] = {"default": (Text("ok"),)}
         self._requests_pending: dict[str, _PendingRequest] = {}
+        self._always: set[tuple[str, str]] = set()  # (permission, pattern) replied "always"
         self._subscribers: set[_Subscriber] = set()
         self._hooks: list[Hook] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -1072,11 +1134,13 @@ class FakeOpenCodeServer:
             info["permission"] = permission
         session = FakeSession(session_id, parent_id, info)
         self._sessions[session_id] = session
-        if parent_id is not None:
-            self._sessions[parent_id]._children[session_id] = None
+        parent = self._sessions.get(parent_id) if parent_id is not None else None
+        if parent is not None:
+            parent._children[session_id] = None
         if emit:
+            # Measured: ``session.created`` only (a prompt's events follow with its own
+            # ``session.updated`` pair).
             self._emit("session.created", {"sessionID": session_id, "info": info})
-            self._emit("session.updated", {"sessionID": session_id, "info": info})
         return session
 
     def _touch(self, session: FakeSession, **changes: Any) -> None:
@@ -1094,12 +1158,25 @@ class FakeOpenCodeServer:
 
     def _add_usage(self, session: FakeSession, tokens: Mapping[str, Any], cost: float) -> None:
         """A finished model step adds its tokens and cost to the session (measured: the
-        session's ``tokens`` is the sum of its steps' ``tokens`` without ``total``)."""
-        self._touch(
-            session,
-            cost=session.info.get("cost", 0) + cost,
-            tokens=_sum_usage(session.info.get("tokens", _zero_usage()), tokens, sign=1),
-        )
+        session's ``tokens`` is the sum of its steps' ``tokens`` without ``total``).
+        No event: the real server publishes the new totals with the ``session.updated``
+        that precedes the next ``session.diff`` (see :meth:`_announce_diff`)."""
+        session.info = {
+            **session.info,
+            "cost": session.info.get("cost", 0) + cost,
+            "tokens": _sum_usage(session.info.get("tokens", _zero_usage()), tokens, sign=1),
+        }
+
+    def _announce_diff(self, session: FakeSession) -> None:
+        """``session.updated`` (with the diff ``summary``) then ``session.diff``.
+
+        Measured: the pair follows each new assistant message (the start of each model
+        step) and the final idle of a run that did not fail; the fake changes no
+        files, so the diff is ``[]`` like the real one with snapshots off.
+        """
+        summary = session.info.get("summary") or {"additions": 0, "deletions": 0, "files": 0}
+        self._touch(session, summary=summary)
+        self._emit("session.diff", {"sessionID": session.id, "diff": []})
 
     def _set_status(self, session: FakeSession, status: JSON, *, emit: bool = True) -> None:
         session.status = status
@@ -1142,6 +1219,7 @@ class FakeOpenCodeServer:
         model_id: str | None = None,
         want_result: bool = False,
         compaction: bool | None = None,
+        before_busy: Callable[[], None] | None = None,
     ) -> _Prompt:
         provider_id = provider_id or self.provider_id
         model_id = model_id or self.model_id
@@ -1157,6 +1235,11 @@ class FakeOpenCodeServer:
             "agent": agent,
             "model": {"providerID": provider_id, "modelID": model_id},
         }
+        if compaction is None:
+            # Measured order: session.updated, the user message and its part, then
+            # session.updated again.
+            model = {"id": model_id, "providerID": provider_id, "variant": "default"}
+            self._touch(session, agent=session.info.get("agent", agent), model=model)
         self._store_message(session, message, info)
         part: JSON = {"messageID": user_id, "sessionID": session.id, "id": self._new_id("prt")}
         if compaction is None:
@@ -1165,8 +1248,9 @@ class FakeOpenCodeServer:
             part.update(type="compaction", auto=compaction)
         self._store_part(message, part)
         if compaction is None:
-            model = {"id": model_id, "providerID": provider_id, "variant": "default"}
-            self._touch(session, agent=session.info.get("agent", agent), model=model)
+            self._touch(session)
+        if before_busy is not None:
+            before_busy()
         prompt = _Prompt(user_id, text, script, agent, provider_id, model_id)
         prompt.compaction = compaction
         if want_result:
@@ -1185,6 +1269,8 @@ class FakeOpenCodeServer:
         return name, self._scripts.get(name)
 
     async def _runner(self, session: FakeSession) -> None:
+        result: _Result | None = None
+        prompt: _Prompt | None = None
         try:
             while session._queue:
                 prompt = session._queue.popleft()
@@ -1207,9 +1293,26 @@ class FakeOpenCodeServer:
                     session._run = None
                 self._finish_prompt(prompt, result)
                 await asyncio.sleep(0)
-            self._set_idle(session)
+            self._end_run(session, prompt, result)
         finally:
             session._runner = None
+
+    def _end_run(
+        self, session: FakeSession, prompt: _Prompt | None, result: _Result | None
+    ) -> None:
+        """The events that end a run, as measured on 1.18.34.
+
+        Completed: ``busy`` once more, then idle, then the diff pair. Blocked (a
+        rejected permission or question): idle, then the diff pair. Failed: the
+        second idle pair only (the first came with ``session.error``), no diff.
+        """
+        regular = prompt is not None and prompt.compaction is None
+        outcome = result.outcome if result is not None else None
+        if regular and outcome == "completed":
+            self._set_status(session, _BUSY)
+        self._set_idle(session)
+        if regular and outcome in ("completed", "blocked"):
+            self._announce_diff(session)
 
     @staticmethod
     def _finish_prompt(prompt: _Prompt, result: _Result) -> None:
@@ -1291,12 +1394,19 @@ class FakeOpenCodeServer:
             "time": {"created": _now_ms()},
             "sessionID": session.id,
         }
+        if run.message is not None and prompt.compaction is None:
+            # Measured: each later model step is announced busy before its message.
+            self._set_status(session, _BUSY)
         run.message = message
         run.step_started = False
         run.had_tool = False
         self._store_message(session, message, info)
-        if "summary" not in session.info:
-            # The session's diff summary appears with its first model step (measured).
+        if prompt.compaction is None:
+            # Measured: session.updated (the diff summary appears with the first step)
+            # and session.diff, then busy again before the step streams.
+            self._announce_diff(session)
+            self._set_status(session, _BUSY)
+        elif "summary" not in session.info:
             self._touch(session, summary={"additions": 0, "deletions": 0, "files": 0})
 
     def _ensure_step(self, run: _Run) -> FakeMessage:
@@ -1344,6 +1454,8 @@ class FakeOpenCodeServer:
         info["time"] = {"created": info["time"]["created"], "completed": _now_ms()}
         info["finish"] = reason
         self._store_message(run.session, message, info)
+        # Measured: the finished assistant message is announced twice.
+        self._emit("message.updated", {"sessionID": run.session.id, "info": info})
         self._add_usage(run.session, _STEP_TOKENS, 0)
 
     async def _do_text(self, run: _Run, step: Text) -> None:
@@ -1385,8 +1497,12 @@ class FakeOpenCodeServer:
         title: str | None = None,
         metadata: JSON | None = None,
         child_id: str | None = None,
-        before_running: Callable[[], JSON] | None = None,
+        before_running: Callable[[JSON], JSON | None] | None = None,
     ) -> JSON:
+        """Store the part ``pending`` then ``running`` (``input``, ``time.start``, and
+        ``title``/``metadata`` if given). ``before_running(pending_part)`` runs between
+        the two (it may emit events, like a permission request) and returns the
+        running state's metadata."""
         message = self._ensure_step(run)
         self._close_text(run)
         run.had_tool = True
@@ -1405,7 +1521,7 @@ class FakeOpenCodeServer:
         run.tools[part_id] = _ActiveTool(pending, child_id)
         self._store_part(message, pending)
         if before_running is not None:
-            metadata = before_running()
+            metadata = before_running(pending)
         state: JSON = {"status": "running", "input": dict(tool_input), "time": {"start": _now_ms()}}
         if title is not None:
             state["title"] = title
@@ -1415,6 +1531,15 @@ class FakeOpenCodeServer:
         running["state"] = state
         run.tools[part_id] = _ActiveTool(running, child_id)
         self._store_part(message, running)
+        return running
+
+    def _tool_progress(self, run: _Run, part: JSON, metadata: JSON) -> JSON:
+        """A ``running`` update with new ``metadata`` (a bash tool's output so far)."""
+        running = dict(part)
+        running["state"] = {**part["state"], "metadata": metadata}
+        run.tools[part["id"]].part = running
+        assert run.message is not None
+        self._store_part(run.message, running)
         return running
 
     def _tool_end(self, run: _Run, part: JSON, state: JSON) -> None:
@@ -1432,7 +1557,8 @@ class FakeOpenCodeServer:
             "status": "completed",
             "input": running["input"],
             "output": output,
-            "metadata": metadata,
+            # Measured: every completed tool's metadata carries ``truncated``.
+            "metadata": {"truncated": False, **metadata},
             "title": title,
             "time": {"start": running["time"]["start"], "end": _now_ms()},
         }
@@ -1458,6 +1584,9 @@ class FakeOpenCodeServer:
         return step.tool
 
     async def _run_tool_body(self, run: _Run, part: JSON, step: Tool) -> None:
+        if step.tool == "bash" and step.error is None:
+            await self._run_bash(run, part, step)
+            return
         if step.duration == math.inf:
             await asyncio.get_running_loop().create_future()
         elif step.duration > 0:
@@ -1467,12 +1596,32 @@ class FakeOpenCodeServer:
             return
         output = step.output if step.output is not None else ""
         metadata: JSON = {}
-        if step.tool == "bash":
-            metadata = {"output": output, "exit": 0, "truncated": False}
-        elif step.tool == "read":
+        if step.tool == "read":
             metadata = {"preview": output[:200], "truncated": False}
         if step.metadata:
             metadata.update(step.metadata)
+        self._tool_completed(run, part, output, self._default_title(step), metadata)
+
+    async def _run_bash(self, run: _Run, part: JSON, step: Tool) -> None:
+        """Measured: ``metadata.output`` starts ``""`` and grows with every chunk the
+        command prints (a line at a time here); empty output completes as ``(no output)``."""
+        part = self._tool_progress(run, part, {"output": ""})
+        if step.duration == math.inf:
+            await asyncio.get_running_loop().create_future()
+        output = step.output or ""
+        lines = output.splitlines(keepends=True)
+        pause = step.duration / max(1, len(lines))
+        shown = ""
+        for line in lines:
+            if pause > 0:
+                await asyncio.sleep(pause)
+            shown += line
+            part = self._tool_progress(run, part, {"output": shown})
+        if not lines and pause > 0:
+            await asyncio.sleep(pause)
+        output = output or "(no output)"
+        metadata: JSON = {"output": output, "exit": 0, "truncated": False}
+        metadata.update(step.metadata or {})
         self._tool_completed(run, part, output, self._default_title(step), metadata)
 
     async def _do_tool(self, run: _Run, step: Tool) -> None:
@@ -1490,7 +1639,7 @@ class FakeOpenCodeServer:
         }
         child_box: list[FakeSession] = []
 
-        def create_child() -> JSON:
+        def create_child(_pending: JSON) -> JSON:
             # The child exists before the part turns running (same tick as on the real server).
             child = self._create_session(
                 parent.id,
@@ -1510,6 +1659,9 @@ class FakeOpenCodeServer:
         child = child_box[0]
         metadata: JSON = part["state"]["metadata"]
         run.tools[part["id"]].child_id = child.id
+        message = run.message
+        assert message is not None
+        running = part
         child_prompt = self._enqueue_prompt(
             child,
             prompt_text,
@@ -1518,14 +1670,16 @@ class FakeOpenCodeServer:
             provider_id=run.prompt.provider_id,
             model_id=run.prompt.model_id,
             want_result=True,
+            # Measured: the running part is announced again after the child's prompt.
+            before_busy=lambda: self._store_part(message, running),
         )
         assert child_prompt.future is not None
         result = await asyncio.shield(child_prompt.future)
         part = run.tools[part["id"]].part
         if result.outcome == "completed":
             output = (
-                f"task_id: {child.id} (for resuming to continue this task if needed)\n\n"
-                f"<task_result>\n{result.text}\n</task_result>"
+                f'<task id="{child.id}" state="completed">\n'
+                f"<task_result>\n{result.text}\n</task_result>\n</task>"
             )
             self._tool_completed(run, part, output, step.description, metadata)
         elif result.outcome == "aborted":
@@ -1533,14 +1687,22 @@ class FakeOpenCodeServer:
         else:
             error = result.error or {}
             message_text = str(error.get("data", {}).get("message", "Task failed"))
-            self._tool_error(run, part, message_text, metadata)
+            failed = f"Subagent failed (task_id: {child.id}): {message_text}"
+            self._tool_error(run, part, failed, metadata)
 
-    async def _ask(self, run: _Run, kind: Literal["permission", "question"], payload: JSON) -> Any:
+    def _open_request(
+        self, run: _Run, kind: Literal["permission", "question"], payload: JSON
+    ) -> asyncio.Future[Any]:
+        """Register a permission/question request and emit ``<kind>.asked``."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         request_id = payload["id"]
         self._requests_pending[request_id] = _PendingRequest(kind, run.session.id, payload, future)
         run.session._pending.add(request_id)
         self._emit(f"{kind}.asked", payload)
+        return future
+
+    async def _ask(self, request_id: str, future: asyncio.Future[Any]) -> Any:
+        """Wait for the reply to a request :meth:`_open_request` opened."""
         ghost = False
         try:
             return await future
@@ -1570,9 +1732,12 @@ class FakeOpenCodeServer:
             else:
                 tool_input = {"patterns": list(patterns)}
             tool = Tool(step.permission, tool_input)
-        part = self._tool_start(run, tool.tool, tool.input)
-        key = (step.permission, patterns)
-        if key not in run.session._always:
+        asked: list[tuple[str, asyncio.Future[Any]]] = []
+
+        def ask(pending: JSON) -> None:
+            # Measured: permission.asked comes between the pending and running updates.
+            if self._approved_always(step.permission, patterns):
+                return
             payload: JSON = {
                 "id": self._new_id("per"),
                 "sessionID": run.session.id,
@@ -1580,30 +1745,48 @@ class FakeOpenCodeServer:
                 "patterns": list(patterns),
                 "metadata": dict(step.metadata or {}),
                 "always": list(step.always),
-                "tool": {"messageID": part["messageID"], "callID": part["callID"]},
+                "tool": {"messageID": pending["messageID"], "callID": pending["callID"]},
             }
+            asked.append((payload["id"], self._open_request(run, "permission", payload)))
+
+        part = self._tool_start(run, tool.tool, tool.input, before_running=ask)
+        if asked:
             active = run.tools[part["id"]]
             active.asking = True
-            reply = await self._ask(run, "permission", payload)
+            reply = await self._ask(*asked[0])
             active.asking = False
             if reply == "reject":
                 self._tool_error(run, part, _PERMISSION_REJECTED, None)
                 return False
             if reply == "always":
-                run.session._always.add(key)
+                for pattern in step.always or patterns:
+                    self._always.add((step.permission, pattern))
         await self._run_tool_body(run, part, tool)
         return True
 
+    def _approved_always(self, permission: str, patterns: Sequence[str]) -> bool:
+        """Whether earlier ``always`` replies cover every pattern (project-wide, measured)."""
+        approved = [p for perm, p in self._always if perm == permission]
+        return bool(patterns) and all(
+            any(fnmatch.fnmatchcase(pattern, rule) for rule in approved) for pattern in patterns
+        )
+
     async def _do_question(self, run: _Run, step: Question) -> bool:
         questions = [dict(q) for q in step.questions]
-        part = self._tool_start(run, "question", {"questions": questions})
-        payload: JSON = {
-            "id": self._new_id("que"),
-            "sessionID": run.session.id,
-            "questions": questions,
-            "tool": {"messageID": part["messageID"], "callID": part["callID"]},
-        }
-        answers = await self._ask(run, "question", payload)
+        asked: list[tuple[str, asyncio.Future[Any]]] = []
+
+        def ask(pending: JSON) -> None:
+            # Measured: question.asked comes between the pending and running updates.
+            payload: JSON = {
+                "id": self._new_id("que"),
+                "sessionID": run.session.id,
+                "questions": questions,
+                "tool": {"messageID": pending["messageID"], "callID": pending["callID"]},
+            }
+            asked.append((payload["id"], self._open_request(run, "question", payload)))
+
+        part = self._tool_start(run, "question", {"questions": questions}, before_running=ask)
+        answers = await self._ask(*asked[0])
         if answers is None:
             self._tool_error(run, part, _QUESTION_DISMISSED, None)
             return False
@@ -1615,7 +1798,9 @@ class FakeOpenCodeServer:
             f"User has answered your questions: {pairs}. "
             "You can now continue with the user's answers in mind."
         )
-        self._tool_completed(run, part, output, "Asked questions", {"answers": answers})
+        count = len(questions)
+        title = f"Asked {count} question{'' if count == 1 else 's'}"
+        self._tool_completed(run, part, output, title, {"answers": answers})
         return True
 
     def _blocked(self, run: _Run) -> _Result:
@@ -1623,20 +1808,23 @@ class FakeOpenCodeServer:
         return _Result("blocked", run.last_text, None, run.message.id if run.message else None)
 
     def _fail(self, run: _Run, step: Fail) -> _Result:
+        """Measured order: ``session.error``, an idle pair, the assistant message with
+        ``error`` (completed, no ``finish``), then (from :meth:`_end_run`) another idle pair."""
         self._close_text(run)
         data: JSON = {"message": step.message}
         if step.name == "APIError":
-            data["isRetryable"] = False
+            data |= _api_error_data(step.message)
         if step.data:
             data.update(step.data)
         error: JSON = {"name": step.name, "data": data}
+        self._emit("session.error", {"sessionID": run.session.id, "error": error})
+        self._set_idle(run.session)
         message = run.message
         if message is not None:
             info = dict(message.info)
             info["time"] = {"created": info["time"]["created"], "completed": _now_ms()}
             info["error"] = error
             self._store_message(run.session, message, info)
-        self._emit("session.error", {"sessionID": run.session.id, "error": error})
         return _Result("failed", run.last_text, error, message.id if message else None)
 
     async def _cleanup_aborted(self, run: _Run) -> _Result:
@@ -1763,10 +1951,20 @@ class FakeOpenCodeServer:
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            raise _HttpError(_bad_request("Malformed JSON in request body")) from None
+            # Measured: malformed JSON is an unexpected error (500), not a 400.
+            raise _HttpError(self._unexpected_error()) from None
         if not isinstance(body, dict):
-            raise _HttpError(_bad_request("Expected a JSON object"))
+            raise _HttpError(_invalid(f"Expected object, got {_js(body)}"))
         return body
+
+    def _unexpected_error(self) -> httpx.Response:
+        """The real server's 500 for what its handlers did not expect (malformed JSON,
+        an id without its ``ses`` prefix in the path)."""
+        message = "Unexpected server error. Check server logs for details."
+        ref = f"err_{self._rng.getrandbits(32):08x}"
+        return _json_response(
+            500, {"name": "UnknownError", "data": {"message": message, "ref": ref}}
+        )
 
     async def _route(self, request: httpx.Request, method: str, path: str) -> httpx.Response:
         if not self._authorized(request):
@@ -1804,17 +2002,32 @@ class FakeOpenCodeServer:
             if n == 1 and method == "GET":
                 return self._list_pending("permission")
             if n == 3 and parts[2] == "reply" and method == "POST":
+                bad_id = _expected_prefix(parts[1], "per", "requestID", kind="Params")
+                if bad_id is not None:
+                    return bad_id
                 body = await self._body(request)
-                return self._reply_permission(parts[1], body.get("reply"))
+                if "reply" not in body:
+                    return _invalid("Missing key", "reply")
+                return self._reply_permission(parts[1], body["reply"])
         if head == "question":
             if n == 1 and method == "GET":
                 return self._list_pending("question")
             if n == 3 and method == "POST" and parts[2] in ("reply", "reject"):
+                bad_id = _expected_prefix(parts[1], "que", "requestID", kind="Params")
+                if bad_id is not None:
+                    return bad_id
                 answers = None
                 if parts[2] == "reply":
-                    answers = (await self._body(request)).get("answers")
+                    body = await self._body(request)
+                    if "answers" not in body:
+                        return _invalid("Missing key", "answers")
+                    answers = body["answers"]
                     if not isinstance(answers, list):
-                        return _bad_request("answers must be an array")
+                        return _invalid(f"Expected array, got {_js(answers)}", "answers")
+                    for index, answer in enumerate(answers):
+                        if not isinstance(answer, list):
+                            got = f"Expected QuestionAnswer, got {_js(answer)}"
+                            return _invalid(got, "answers", index)
                 return self._reply_question(parts[1], parts[2], answers)
         return httpx.Response(404, content=b"404 Not Found", headers={"content-type": "text/plain"})
 
@@ -1839,16 +2052,7 @@ class FakeOpenCodeServer:
         if not known:
             return httpx.Response(404, content=b"404 Not Found")
         if not session_id.startswith("ses"):
-            return _json_response(
-                500,
-                {
-                    "name": "UnknownError",
-                    "data": {
-                        "message": f'Invalid sessionID "{session_id}": expected a string '
-                        'starting with "ses"'
-                    },
-                },
-            )
+            return self._unexpected_error()
         if rest == ["abort"]:
             session = self._sessions.get(session_id) or self._deleted.get(session_id)
             if session is not None:
@@ -1856,6 +2060,15 @@ class FakeOpenCodeServer:
                 await self._abort_session(session)
             return _json_response(200, True)
         session = self._sessions.get(session_id)
+        if len(rest) == 2 and rest[0] == "message":
+            # Measured: the message id is validated, and looked up, before the session.
+            bad_id = _expected_prefix(rest[1], "msg", "messageID", kind="Params")
+            if bad_id is not None:
+                return bad_id
+            message = session._messages.get(rest[1]) if session is not None else None
+            if message is None:
+                return _not_found(f"Message not found: {rest[1]}")
+            return _json_response(200, message.to_json())
         if session is None:
             return _not_found(f"Session not found: {session_id}")
         if not rest and method == "PATCH":
@@ -1868,11 +2081,6 @@ class FakeOpenCodeServer:
             children = self._sessions
             return _json_response(200, [children[c].info for c in session._children])
         if rest[0] == "message":
-            if len(rest) == 2:
-                message = session._messages.get(rest[1])
-                if message is None:
-                    return _not_found(f"Message not found: {rest[1]}")
-                return _json_response(200, message.to_json())
             if method == "GET":
                 return self._list_messages(request, session)
             return await self._prompt(request, session, wait=True)
@@ -1889,18 +2097,24 @@ class FakeOpenCodeServer:
         return self._reply_permission(rest[1], body.get("response"))
 
     async def _post_session(self, request: httpx.Request) -> httpx.Response:
-        body = await self._body(request)
+        # Measured: this route answers any invalid body (malformed JSON included) with a
+        # bare ``400 {"_tag": "BadRequest"}``, and an unknown ``parentID`` is accepted.
+        invalid = _json_response(400, {"_tag": "BadRequest"})
+        try:
+            body = await self._body(request)
+        except _HttpError:
+            return invalid
         parent_id = body.get("parentID")
         title = body.get("title")
         if parent_id is not None and (
-            not isinstance(parent_id, str) or parent_id not in self._sessions
+            not isinstance(parent_id, str) or not parent_id.startswith("ses")
         ):
-            return _not_found(f"Session not found: {parent_id}")
+            return invalid
         if title is not None and not isinstance(title, str):
-            return _bad_request("title must be a string")
+            return invalid
         permission = body.get("permission")
         if permission is not None and not isinstance(permission, list):
-            return _bad_request("permission must be an array of rules")
+            return invalid
         session = self._create_session(parent_id, title, permission=permission)
         return _json_response(200, session.info)
 
@@ -1914,7 +2128,9 @@ class FakeOpenCodeServer:
     def _list_messages(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
         messages = session._messages.values()
         limit = parse_qs(request.url.query.decode()).get("limit")
-        if limit and limit[0].isdigit():
+        if limit and not limit[0].isdigit():
+            return _invalid("Expected an integer, got NaN", "limit", kind="Query")
+        if limit:
             count = int(limit[0])
             all_messages = list(messages)
             return _json_response(
@@ -1922,13 +2138,45 @@ class FakeOpenCodeServer:
             )
         return _json_response(200, [m.to_json() for m in messages])
 
+    @staticmethod
+    def _invalid_prompt(body: JSON) -> httpx.Response | None:
+        """The real server's 400 for an invalid prompt body (measured), else None."""
+        if "parts" not in body:
+            return _invalid("Missing key", "parts")
+        parts = body["parts"]
+        if not isinstance(parts, list):
+            return _invalid(f"Expected array, got {_js(parts)}", "parts")
+        for index, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") not in _PART_TYPES:
+                return _invalid(f"{_PART_UNION}, got {_js(part)}", "parts", index)
+            if part["type"] == "text":
+                if "text" not in part:
+                    return _invalid("Missing key", "parts", index, "text")
+                if not isinstance(part["text"], str):
+                    got = f"Expected string, got {_js(part['text'])}"
+                    return _invalid(got, "parts", index, "text")
+        if "messageID" in body:
+            bad_id = _expected_prefix(body["messageID"], "msg", "messageID", kind="Payload")
+            if bad_id is not None:
+                return bad_id
+        model = body.get("model")
+        if model is not None and not isinstance(model, dict):
+            return _invalid(f"Expected object | null, got {_js(model)}", "model")
+        agent = body.get("agent")
+        if agent is not None and not isinstance(agent, str):
+            return _invalid(f"Expected string | null, got {_js(agent)}", "agent")
+        return None
+
     async def _prompt(
         self, request: httpx.Request, session: FakeSession, *, wait: bool
     ) -> httpx.Response:
+        if not await request.aread():
+            return _invalid("Expected object, got undefined")
         body = await self._body(request)
-        raw_parts = body.get("parts")
-        if not isinstance(raw_parts, list):
-            return _bad_request("parts must be an array")
+        invalid = self._invalid_prompt(body)
+        if invalid is not None:
+            return invalid
+        raw_parts = body["parts"]
         text = "".join(
             str(p.get("text", ""))
             for p in raw_parts
@@ -1937,10 +2185,6 @@ class FakeOpenCodeServer:
         raw_model = body.get("model")
         model: JSON = raw_model if isinstance(raw_model, dict) else {}
         message_id = body.get("messageID")
-        if message_id is not None and (
-            not isinstance(message_id, str) or not message_id.startswith("msg")
-        ):
-            return _bad_request("messageID must start with 'msg'")
         agent = body.get("agent")
         prompt = self._enqueue_prompt(
             session,
@@ -1977,7 +2221,7 @@ class FakeOpenCodeServer:
         message_id = body.get("messageID")
         part_id = body.get("partID")
         if not isinstance(message_id, str):
-            return _bad_request("messageID is required")
+            return _invalid("Missing key", "messageID")
         if session.busy:
             return self._busy_error(session)
         revert: JSON | None = None
@@ -2113,7 +2357,7 @@ class FakeOpenCodeServer:
 
     def _reply_permission(self, request_id: str, reply: Any) -> httpx.Response:
         if reply not in ("once", "always", "reject"):
-            return _bad_request("reply must be one of once, always, reject")
+            return _invalid(f'Expected "once" | "always" | "reject", got {_js(reply)}', "reply")
         pending = self._requests_pending.get(request_id)
         if pending is None or pending.kind != "permission":
             return _json_response(

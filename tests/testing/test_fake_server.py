@@ -159,7 +159,7 @@ async def test_create_get_session_shapes(
     assert got.status_code == 200
     assert got.json() == child
     await log.wait_for(lambda e: e["properties"].get("sessionID") == titled["id"])
-    assert log.types(root["id"]) == ["session.created", "session.updated"]
+    assert log.types(root["id"]) == ["session.created"]  # measured: no session.updated
     created = log.of(child["id"])[0]
     assert created["id"].startswith("evt_")
     assert created["properties"]["info"]["parentID"] == root["id"]
@@ -257,24 +257,37 @@ async def test_default_run_event_sequence_and_messages(
     assert response.status_code == 204
     assert (await client.get("/session/status")).json() == {sid: {"type": "busy"}}
     await log.wait_for(lambda e: e["type"] == "session.idle")
+    await log.wait_for(lambda _e: log.types(sid).count("session.diff") == 2)
     types = log.types(sid)
-    assert types[types.index("message.updated") :] == [
+    # The order measured on a real 1.18.34 server for a one-step text turn.
+    assert types == [
+        "session.created",  # POST /session
+        "session.updated",  # the prompt sets the session's agent and model
         "message.updated",  # user echo
         "message.part.updated",
         "session.updated",
         "session.status",  # busy
         "message.updated",  # assistant
         "session.updated",  # the session's diff summary appears with the first step
+        "session.diff",
+        "session.status",  # busy again as the step starts streaming
         "message.part.updated",  # step-start
         "message.part.updated",  # text ""
         "message.part.delta",
         "message.part.updated",  # text with time.end
         "message.part.updated",  # step-finish
         "message.updated",  # finish + completed
-        "session.updated",  # the step's tokens and cost added to the session
+        "message.updated",  # ... announced twice
+        "session.status",  # busy once more
         "session.status",  # idle
         "session.idle",
+        "session.updated",  # the step's tokens and cost added to the session
+        "session.diff",
     ]
+    statuses = [e["properties"]["status"]["type"] for e in log.of(sid) if "status" in e["type"]]
+    assert statuses == ["busy", "busy", "busy", "idle"]
+    diff = [e["properties"] for e in log.of(sid) if e["type"] == "session.diff"]
+    assert diff == [{"sessionID": sid, "diff": []}] * 2
     echo = log.of(sid)[types.index("message.updated")]["properties"]["info"]
     assert echo["id"] == "msg_mine0001"
     assert echo["role"] == "user"
@@ -337,7 +350,7 @@ async def test_text_chunks_and_tool_steps(
         for e in log.of(sid)
         if e["type"] == "message.part.updated" and e["properties"]["part"].get("tool") == "bash"
     ]
-    assert bash_states == ["pending", "running", "completed"]
+    assert bash_states == ["pending", "running", "running", "running", "completed"]
 
 
 async def test_queued_prompt_runs_after_current(
@@ -374,9 +387,20 @@ async def test_fail_and_unknown_script(
     sid = (await new_session(client))["id"]
     await prompt(client, sid, "[[script:boom]]")
     error = await log.wait_for(lambda e: e["type"] == "session.error")
-    assert error["properties"]["error"] == {
-        "name": "APIError",
-        "data": {"message": "upstream 500", "isRetryable": False, "statusCode": 500},
+    data = error["properties"]["error"]["data"]
+    assert error["properties"]["error"]["name"] == "APIError"
+    assert (data["message"], data["statusCode"], data["isRetryable"]) == (
+        "upstream 500",
+        500,  # ``data`` overrides the default 400
+        False,
+    )
+    assert set(data) == {
+        "message",
+        "statusCode",
+        "isRetryable",
+        "responseHeaders",
+        "responseBody",
+        "metadata",
     }
     await idle(fake, sid)
     assistant = fake.sessions[sid].messages[-1]
@@ -398,8 +422,8 @@ async def test_task_spawns_child_and_returns_its_text(
     fake.script("root", [Task("child A", "child"), Text("root done")])
     sid = (await new_session(client))["id"]
     await prompt(client, sid, "[[script:root]]")
-    await fake.wait_until(
-        lambda: fake.events[-1]["type"] == "session.idle" and not fake.sessions[sid].busy
+    await log.wait_for(
+        lambda e: e["type"] == "session.idle" and e["properties"]["sessionID"] == sid
     )
     (child_id,) = fake.sessions[sid].children
     child = fake.sessions[child_id]
@@ -408,7 +432,17 @@ async def test_task_spawns_child_and_returns_its_text(
     (task,) = tool_parts(fake, sid, "task")
     assert task["state"]["status"] == "completed"
     assert task["state"]["metadata"]["sessionId"] == child_id
-    assert "<task_result>\nchild result\n</task_result>" in task["state"]["output"]
+    # Measured on 1.18.34: the child's id and state wrap the result.
+    assert task["state"]["output"] == (
+        f'<task id="{child_id}" state="completed">\n'
+        "<task_result>\nchild result\n</task_result>\n</task>"
+    )
+    assert task["state"]["metadata"] == {
+        "parentSessionId": sid,
+        "sessionId": child_id,
+        "model": {"modelID": "fake-model", "providerID": "fake"},
+        "truncated": False,
+    }
     # the child's session.created arrives right before the part turns running
     types = [(e["type"], e["properties"].get("sessionID")) for e in log.events]
     created = types.index(("session.created", child_id))
@@ -1208,3 +1242,414 @@ async def test_abort_right_after_prompt_then_prompt_again(
     await idle(fake, sid)
     assert fake.sessions[sid].messages[-1].text == "ok"
     assert (await client.get("/session/status")).json() == {}
+
+
+# ----------------------------------------------- event order and payloads (measured)
+#
+# Each expectation below was measured on a real ``opencode serve`` 1.18.34 driven by a
+# scripted model (the same script as the fake's), with ids and timestamps stripped.
+
+
+def label(event: JSON) -> str:
+    """An event reduced to what a parser branches on."""
+    kind, props = event["type"], event["properties"]
+    if kind == "message.part.updated":
+        part = props["part"]
+        status = f":{part['state']['status']}" if part["type"] == "tool" else ""
+        return f"part:{part['type']}{status}"
+    if kind == "session.status":
+        return f"status:{props['status']['type']}"
+    if kind == "message.updated":
+        return f"message:{props['info']['role']}"
+    return str(kind)
+
+
+def labels(log: EventLog, session_id: str) -> list[str]:
+    return [label(e) for e in log.events if e["properties"].get("sessionID") == session_id]
+
+
+RUN_ENDED = ["status:busy", "status:idle", "session.idle", "session.updated", "session.diff"]
+
+
+async def run_to_end(log: EventLog, session_id: str, tail: list[str] = RUN_ENDED) -> list[str]:
+    await log.wait_for(lambda _e: labels(log, session_id)[-len(tail) :] == tail)
+    return labels(log, session_id)
+
+
+PROMPTED = [
+    "session.created",
+    "session.updated",
+    "message:user",
+    "part:text",
+    "session.updated",
+    "status:busy",
+]
+STEP_STARTS = [
+    "message:assistant",
+    "session.updated",
+    "session.diff",
+    "status:busy",
+    "part:step-start",
+]
+STEP_ENDS = ["part:step-finish", "message:assistant", "message:assistant"]
+
+
+async def test_tool_turn_event_order(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script(
+        "tool",
+        [
+            Tool("bash", {"command": "echo hi", "description": "say hi"}, output="hi\n"),
+            Text("done"),
+        ],
+    )
+    sid = (await new_session(client, title="tool"))["id"]
+    await prompt(client, sid, "go [[script:tool]]")
+    assert await run_to_end(log, sid) == [
+        *PROMPTED,
+        *STEP_STARTS,
+        "part:tool:pending",
+        "part:tool:running",  # input only
+        "part:tool:running",  # metadata.output ""
+        "part:tool:running",  # metadata.output "hi\n"
+        "part:tool:completed",
+        *STEP_ENDS,
+        "status:busy",  # each later step is announced busy before its message
+        *STEP_STARTS,
+        "part:text",
+        "message.part.delta",
+        "part:text",
+        *STEP_ENDS,
+        *RUN_ENDED,
+    ]
+
+
+async def test_bash_streams_its_output_and_says_when_there_is_none(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    command = "for i in 1 2; do echo line$i; done"
+    fake.script(
+        "stream",
+        [
+            Tool("bash", {"command": command}, output="line1\nline2\n", duration=0.02),
+            Tool("bash", {"command": "true"}),
+        ],
+    )
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:stream]]")
+    await run_to_end(log, sid)
+    updates = [
+        e["properties"]["part"]
+        for e in log.of(sid)
+        if e["type"] == "message.part.updated" and e["properties"]["part"]["type"] == "tool"
+    ]
+    by_call: dict[str, list[JSON]] = {}
+    for part in updates:
+        by_call.setdefault(part["callID"], []).append(part["state"])
+    streamed, silent = by_call.values()
+    assert [s.get("metadata") for s in streamed if s["status"] == "running"] == [
+        None,
+        {"output": ""},
+        {"output": "line1\n"},
+        {"output": "line1\nline2\n"},
+    ]
+    assert streamed[-1]["output"] == "line1\nline2\n"
+    assert streamed[-1]["title"] == command
+    assert streamed[-1]["metadata"] == {
+        "output": "line1\nline2\n",
+        "exit": 0,
+        "truncated": False,
+    }
+    assert [s.get("metadata") for s in silent if s["status"] == "running"] == [
+        None,
+        {"output": ""},
+    ]
+    assert silent[-1]["output"] == "(no output)"
+    assert silent[-1]["metadata"] == {"output": "(no output)", "exit": 0, "truncated": False}
+
+
+async def test_permission_is_asked_before_the_part_runs(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    bash = Tool("bash", {"command": "pwd", "description": "where"}, output="/p\n")
+    fake.script("once", [Permission("bash", ["pwd"], always=["pwd *"], tool=bash), Text("ok")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:once]]")
+    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
+    assert labels(log, sid)[-3:] == ["part:tool:pending", "permission.asked", "part:tool:running"]
+    running = log.of(sid)[-1]["properties"]["part"]["state"]
+    assert set(running) == {"status", "input", "time"}  # no title, no metadata yet
+    assert asked["properties"]["tool"]["callID"] == log.of(sid)[-1]["properties"]["part"]["callID"]
+    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "once"})
+    events = await run_to_end(log, sid)
+    replied = events.index("permission.replied")
+    assert (
+        events[replied : replied + 6]
+        == [
+            "permission.replied",
+            "part:tool:running",  # metadata.output ""
+            "part:tool:running",  # metadata.output "/p\n"
+            "part:tool:completed",
+            *STEP_ENDS[:2],
+        ]
+    )
+
+
+async def test_permission_always_holds_for_the_whole_server(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    """Measured: after ``always``, a later matching request of *another* session runs
+    without asking; one that does not match the ``always`` patterns still asks."""
+    fake.script("first", [Permission("bash", ["echo a"], always=["echo *"]), Text("ok")])
+    fake.script("same", [Permission("bash", ["echo b"], always=["echo *"]), Text("ok")])
+    fake.script("other", [Permission("bash", ["ls"], always=["ls *"]), Text("ok")])
+    first = (await new_session(client))["id"]
+    await prompt(client, first, "[[script:first]]")
+    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
+    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "always"})
+    await run_to_end(log, first)
+    same = (await new_session(client))["id"]
+    await prompt(client, same, "[[script:same]]")
+    await run_to_end(log, same)
+    assert "permission.asked" not in labels(log, same)
+    assert tool_parts(fake, same, "bash")[0]["state"]["status"] == "completed"
+    other = (await new_session(client))["id"]
+    await prompt(client, other, "[[script:other]]")
+    await log.wait_for(
+        lambda e: e["type"] == "permission.asked" and e["properties"]["sessionID"] == other
+    )
+
+
+async def test_permission_reject_ends_the_run_without_a_last_busy(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("no", [Permission("bash", ["ls"]), Text("never")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:no]]")
+    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
+    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
+    tail = ["status:idle", "session.idle", "session.updated", "session.diff"]
+    events = await run_to_end(log, sid, tail)
+    assert events[-11:] == [
+        "permission.asked",
+        "part:tool:running",
+        "permission.replied",
+        "part:tool:error",
+        *STEP_ENDS,
+        *tail,
+    ]
+    state = tool_parts(fake, sid, "bash")[0]["state"]
+    assert state["error"] == "The user rejected permission to use this specific tool call."
+    assert "metadata" not in state
+
+
+async def test_question_is_asked_before_the_part_runs(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    questions = [{"question": "Pick?", "header": "Pick", "options": [{"label": "red"}]}]
+    fake.script("ask", [Question(questions), Text("ok")])
+    fake.script("dismiss", [Question(questions), Text("never")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:ask]]")
+    asked = await log.wait_for(lambda e: e["type"] == "question.asked")
+    assert labels(log, sid)[-3:] == ["part:tool:pending", "question.asked", "part:tool:running"]
+    await client.post(f"/question/{asked['properties']['id']}/reply", json={"answers": [["red"]]})
+    events = await run_to_end(log, sid)
+    start = events.index("question.replied")
+    assert events[start : start + 2] == ["question.replied", "part:tool:completed"]
+    state = tool_parts(fake, sid, "question")[0]["state"]
+    assert state["title"] == "Asked 1 question"
+    assert state["metadata"] == {"answers": [["red"]], "truncated": False}
+
+    other = (await new_session(client))["id"]
+    await prompt(client, other, "[[script:dismiss]]")
+    asked = await log.wait_for(
+        lambda e: e["type"] == "question.asked" and e["properties"]["sessionID"] == other
+    )
+    await client.post(f"/question/{asked['properties']['id']}/reject")
+    tail = ["status:idle", "session.idle", "session.updated", "session.diff"]
+    events = await run_to_end(log, other, tail)
+    assert events[-9:-4] == ["question.rejected", "part:tool:error", *STEP_ENDS]
+    state = tool_parts(fake, other, "question")[0]["state"]
+    assert (state["error"], "metadata" in state) == ("The user dismissed this question", False)
+
+
+async def test_a_failed_model_call_reports_then_goes_idle_twice(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("fail", [Fail(message="bad request here")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:fail]]")
+    tail = ["session.idle", "message:assistant", "status:idle", "session.idle"]
+    assert await run_to_end(log, sid, tail) == [
+        *PROMPTED,
+        *STEP_STARTS[:-1],  # no step-start part: the model call never streamed
+        "session.error",
+        "status:idle",
+        *tail,
+    ]
+    error = next(e for e in log.of(sid) if e["type"] == "session.error")["properties"]["error"]
+    body = (
+        '{"error": {"message": "bad request here", "type": "invalid_request_error", "code": null}}'
+    )
+    assert error == {
+        "name": "APIError",
+        "data": {
+            "message": "bad request here",
+            "statusCode": 400,
+            "isRetryable": False,
+            "responseHeaders": {
+                "connection": "close",
+                "content-length": str(len(body)),
+                "content-type": "application/json",
+            },
+            "responseBody": body,
+            "metadata": {"url": "http://fake-model/v1/chat/completions"},
+        },
+    }
+    info = fake.sessions[sid].messages[-1].info
+    assert info["error"] == error
+    assert "completed" in info["time"] and "finish" not in info
+
+
+async def test_task_child_events_and_failed_child(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("child", [Fail(message="child bad")])
+    fake.script("root", [Task("explore", "child"), Text("root done")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:root]]")
+    await run_to_end(log, sid)
+    (child_id,) = fake.sessions[sid].children
+    around = [
+        ("child" if e["properties"].get("sessionID") == child_id else "root", label(e))
+        for e in log.events
+        if e["properties"].get("sessionID") in (sid, child_id)
+    ]
+    start = around.index(("root", "part:tool:pending"))
+    assert around[start : start + 8] == [
+        ("root", "part:tool:pending"),
+        ("child", "session.created"),
+        ("root", "part:tool:running"),
+        ("child", "session.updated"),
+        ("child", "message:user"),
+        ("child", "part:text"),
+        ("child", "session.updated"),
+        ("root", "part:tool:running"),  # measured: announced again
+    ]
+    (task,) = tool_parts(fake, sid, "task")
+    assert task["state"]["error"] == f"Subagent failed (task_id: {child_id}): child bad"
+    assert task["state"]["metadata"]["sessionId"] == child_id
+
+
+async def test_error_bodies_match_the_real_server(client: httpx.AsyncClient) -> None:
+    sid = (await new_session(client))["id"]
+    unknown = "ses_ffffffffffffZZZZZZZZZZZZZZ"
+
+    async def call(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        response = await client.request(method, path, **kwargs)
+        return response.status_code, response.json()
+
+    def bad(message: str, kind: str = "Payload") -> tuple[int, JSON]:
+        return 400, {"name": "BadRequest", "data": {"message": message, "kind": kind}}
+
+    not_found = (
+        404,
+        {"name": "NotFoundError", "data": {"message": f"Session not found: {unknown}"}},
+    )
+    for method, path in [
+        ("GET", ""),
+        ("GET", "/children"),
+        ("GET", "/message"),
+        ("POST", "/message"),
+        ("POST", "/prompt_async"),
+    ]:
+        body = {"parts": [{"type": "text", "text": "hi"}]} if method == "POST" else None
+        assert await call(method, f"/session/{unknown}{path}", json=body) == not_found, path
+    assert await call("POST", f"/session/{unknown}/abort") == (200, True)
+    missing_message = "msg_ffffffffffffZZZZZZZZZZZZZZ"
+    assert await call("GET", f"/session/{unknown}/message/{missing_message}") == (
+        404,
+        {"name": "NotFoundError", "data": {"message": f"Message not found: {missing_message}"}},
+    )
+    assert await call("GET", f"/session/{sid}/message/abc") == bad(
+        'Expected a string starting with "msg", got "abc"\n  at ["messageID"]', "Params"
+    )
+    status, body = await call("GET", "/session/abc/children")
+    assert status == 500 and body["name"] == "UnknownError"
+    assert body["data"]["message"] == "Unexpected server error. Check server logs for details."
+    assert re.fullmatch(r"err_[0-9a-f]{8}", body["data"]["ref"])
+
+    prompt_path = f"/session/{sid}/prompt_async"
+    text = [{"type": "text", "text": "hi"}]
+    assert await call("POST", prompt_path, json={}) == bad('Missing key\n  at ["parts"]')
+    assert await call("POST", prompt_path, json={"parts": "hi"}) == bad(
+        'Expected array, got "hi"\n  at ["parts"]'
+    )
+    assert await call("POST", prompt_path, json={"parts": [{"type": "text"}]}) == bad(
+        'Missing key\n  at ["parts"][0]["text"]'
+    )
+    assert await call("POST", prompt_path, json={"parts": [{"type": "text", "text": 5}]}) == bad(
+        'Expected string, got 5\n  at ["parts"][0]["text"]'
+    )
+    status, body = await call("POST", prompt_path, json={"parts": [{"type": "bogus"}]})
+    assert status == 400 and body["data"]["message"].endswith(
+        ', got {"type":"bogus"}\n  at ["parts"][0]'
+    )
+    assert await call("POST", prompt_path, json={"parts": text, "messageID": "abc"}) == bad(
+        'Expected a string starting with "msg", got "abc"\n  at ["messageID"]'
+    )
+    assert await call("POST", prompt_path, json={"parts": text, "model": "fake"}) == bad(
+        'Expected object | null, got "fake"\n  at ["model"]'
+    )
+    assert await call("POST", prompt_path, json={"parts": text, "agent": 5}) == bad(
+        'Expected string | null, got 5\n  at ["agent"]'
+    )
+    assert await call("POST", prompt_path, json=[1]) == bad("Expected object, got [1]")
+    assert await call("POST", prompt_path) == bad("Expected object, got undefined")
+    status, body = await call("POST", prompt_path, content=b"{bad")
+    assert (status, body["name"]) == (500, "UnknownError")
+    assert await call("GET", f"/session/{sid}/message?limit=abc") == bad(
+        'Expected an integer, got NaN\n  at ["limit"]', "Query"
+    )
+
+    assert await call("POST", "/session", json={"title": 5}) == (400, {"_tag": "BadRequest"})
+    assert await call("POST", "/session", content=b"{bad") == (400, {"_tag": "BadRequest"})
+    assert await call("POST", "/session", json={"parentID": "abc"}) == (400, {"_tag": "BadRequest"})
+    status, orphan = await call("POST", "/session", json={"parentID": unknown})
+    assert (status, orphan["parentID"]) == (200, unknown)  # measured: not checked
+
+    permission = "/permission/per_ffffffffffffZZZZZZZZZZZZZZ/reply"
+    assert await call("POST", permission, json={"reply": "once"}) == (
+        404,
+        {
+            "_tag": "PermissionNotFoundError",
+            "requestID": "per_ffffffffffffZZZZZZZZZZZZZZ",
+            "message": "Permission request not found: per_ffffffffffffZZZZZZZZZZZZZZ",
+        },
+    )
+    assert await call("POST", permission, json={"reply": "maybe"}) == bad(
+        'Expected "once" | "always" | "reject", got "maybe"\n  at ["reply"]'
+    )
+    assert await call("POST", permission, json={}) == bad('Missing key\n  at ["reply"]')
+    assert await call("POST", "/permission/abc/reply", json={"reply": "once"}) == bad(
+        'Expected a string starting with "per", got "abc"\n  at ["requestID"]', "Params"
+    )
+    question = "/question/que_ffffffffffffZZZZZZZZZZZZZZ"
+    for action, body in (("reply", {"answers": [["a"]]}), ("reject", None)):
+        assert await call("POST", f"{question}/{action}", json=body) == (
+            404,
+            {
+                "_tag": "QuestionNotFoundError",
+                "requestID": "que_ffffffffffffZZZZZZZZZZZZZZ",
+                "message": "Question request not found: que_ffffffffffffZZZZZZZZZZZZZZ",
+            },
+        )
+    assert await call("POST", f"{question}/reply", json={"answers": "a"}) == bad(
+        'Expected array, got "a"\n  at ["answers"]'
+    )
+    assert await call("POST", f"{question}/reply", json={"answers": ["a"]}) == bad(
+        'Expected QuestionAnswer, got "a"\n  at ["answers"][0]'
+    )
+    assert await call("POST", f"{question}/reply", json={}) == bad('Missing key\n  at ["answers"]')
