@@ -54,6 +54,23 @@ Quirks of the real server that are reproduced on purpose:
   and an abort drops it (still ``true``).
 * A session's ``tokens`` and ``cost`` are the sums of its steps'; ``summary``,
   ``agent`` and ``model`` appear with its first prompt.
+* Event order of a run: ``session.status`` busy is announced at the start of
+  each model step and again before its parts stream; ``session.updated`` +
+  ``session.diff`` (``[]``) follow each step's new assistant message and the
+  final idle; a finished assistant message is announced twice; a completed run
+  says busy once more right before idle. ``POST /session`` emits
+  ``session.created`` only.
+* ``permission.asked`` / ``question.asked`` come between the tool part's
+  ``pending`` and ``running`` updates. ``always`` holds for every session.
+* A failed model call: ``session.error`` (``APIError`` with ``statusCode``,
+  ``isRetryable``, ``responseHeaders``, ``responseBody``, ``metadata``), an idle
+  pair, the assistant message with ``error``, an idle pair again.
+* ``task`` output is ``<task id="ses_..." state="completed">`` around a
+  ``<task_result>``; ``bash`` streams ``metadata.output`` while running.
+* Invalid requests get the real bodies: ``400 BadRequest`` with the validation
+  message (e.g. ``Missing key``, then a line ``at ["parts"]``) and ``kind``;
+  malformed JSON is a ``500 UnknownError``; ``POST /session`` answers a bare
+  ``{"_tag": "BadRequest"}`` and accepts an unknown ``parentID``.
 
 Everything runs in the event loop of the caller: no threads, no sockets. Every
 request is O(1) in the number of sessions (except ``GET /session``, which lists
