@@ -17,6 +17,7 @@ from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from .compare import compare, report
 from .driver import FakeTarget, RealTarget, record_both
 from .scenarios import BY_NAME, SCENARIOS
+from .schema import served_spec
 
 
 async def _run(names: list[str]) -> int:
@@ -25,6 +26,7 @@ async def _run(names: list[str]) -> int:
     started = time.monotonic()
     with ScriptedModelServer() as model, RealOpenCodeServer(model.base_url) as server:
         real = RealTarget(server, model)
+        api = served_spec(server.base_url, server.auth)
         for scenario in chosen:
             fake = FakeTarget()
             t0 = time.monotonic()
@@ -32,7 +34,9 @@ async def _run(names: list[str]) -> int:
                 fake_rec, real_rec = await record_both(scenario, fake, real)
             finally:
                 await fake.aclose()
-            results.append((scenario, compare(scenario, fake_rec, real_rec), time.monotonic() - t0))
+            results.append(
+                (scenario, compare(scenario, fake_rec, real_rec, api), time.monotonic() - t0)
+            )
             print(report(results[-1:]).rsplit("\n", 1)[0], flush=True)
     print(report(results).rsplit("\n", 1)[1])
     print(f"total {time.monotonic() - started:.1f} s (server start included)")

@@ -8,7 +8,9 @@ kinds of entries:
   snapshot of *both* targets before they are compared (ids, clocks, usage figures...);
 * :data:`NOISE_EVENTS` — event types left out of the comparison of event-type sets;
 * :data:`UNDOCUMENTED_RESPONSES` — answers the real server gives that its own OpenAPI
-  spec does not describe, with the schema they are checked against instead.
+  spec does not describe, with the schema they are checked against instead;
+* :data:`SPEC_PATCHES` — fields the real server sends that its spec forbids;
+* :data:`SHARED_SERVER_SCOPE` — why session listings are reduced to the scenario's sessions.
 
 Add an entry only after measuring on a real server that the difference is harmless,
 and say why in ``reason``.
@@ -228,3 +230,25 @@ SHARED_SERVER_SCOPE = (
     "scenario's own sessions, in their order, before they are compared"
 )
 """Why list bodies are scoped to the scenario's sessions (see ``compare.scoped``)."""
+
+
+@dataclass(frozen=True)
+class SpecPatch:
+    """A correction to the real server's spec: it emits something its spec forbids."""
+
+    pointer: str
+    """Where in the spec (``/``-separated keys from the root), set to ``value``."""
+    value: Any
+    reason: str
+
+
+SPEC_PATCHES: tuple[SpecPatch, ...] = (
+    SpecPatch(
+        "components/schemas/ToolStateError/properties/title",
+        {"type": "string"},
+        "measured on 1.18.34: a task tool aborted while its child runs ends `error` with the "
+        "running state's `title` kept, which `ToolStateError` (additionalProperties: false) "
+        "does not declare; the real server is the truth, so both targets may send it",
+    ),
+)
+"""Applied to the spec before any validation, on both targets alike."""

@@ -55,7 +55,7 @@ JSON = dict[str, Any]
 
 QUIET = 0.3
 """Seconds without a new event after which a target counts as settled."""
-WAIT = 30.0
+WAIT = 15.0
 """Upper bound of every wait (generous: a first prompt on a fresh server takes ~2 s)."""
 HTTP_TIMEOUT = 30.0
 
@@ -181,9 +181,20 @@ class RealTarget:
         self.model.script(name, model_steps(turns, names))
 
     async def wait_model_call(self, session_id: str, log: EventLog) -> None:
+        # A hanging model has started its stream (the scripted model sends its first chunk,
+        # as any provider does): wait until OpenCode has taken it in, marked by the step's
+        # ``step-start`` part. Without this an abort races the first chunk and the stored
+        # message has a step-start or not by luck.
         await self.model.wait_for_async(
             lambda reqs: [r for r in reqs if r.session_id == session_id and r.open],
             timeout=WAIT,
+        )
+        step_start = On("message.part.updated", where={"part.type": "step-start"})
+        await log.wait(
+            lambda events: any(
+                step_start.matches(e, {}) and session_id in event_sessions(e) for e in events
+            ),
+            f"the step-start of {session_id}'s hanging model call",
         )
 
     async def aclose(self) -> None:
@@ -260,7 +271,7 @@ def run_names(scenario: Scenario, tag: str) -> dict[str, str]:
 def conversations(scenario: Scenario, names: Mapping[str, str]) -> dict[str, list[Turn]]:
     """The real model's script per conversation: a session's prompts continue its first
     prompt's script (the scripted model selects by the first user message) unless
-    ``fresh_history``; ``model_extra`` turns go at the end."""
+    ``fresh_history``."""
     started: dict[str, str] = {}
     turns: dict[str, list[Turn]] = {}
     for action in scenario.actions:
@@ -275,8 +286,6 @@ def conversations(scenario: Scenario, names: Mapping[str, str]) -> dict[str, lis
             turns[name] = own
         else:
             turns[started[action.session]].extend(own)
-    for session, extra in scenario.model_extra.items():
-        turns[started[session]].extend(extra)
     return turns
 
 
@@ -434,7 +443,7 @@ class _Run:
 
     async def wait_idle(self, alias: str) -> None:
         sid = await self.wait_session(alias)
-        mark = self.marks.get(alias, len(self.log.events))
+        mark = self.marks.get(alias, 0)
 
         def idle_now(events: list[JSON]) -> bool:
             statuses = [

@@ -147,7 +147,11 @@ class WaitFor:
 
 @dataclass(frozen=True)
 class WaitModelCall:
-    """Wait until the session's model call is in flight (a ``Hangs`` turn has started)."""
+    """Wait until the session's model call is in flight (a ``Hangs`` turn has started).
+
+    On a real server: the model request is open and OpenCode took in the stream's first
+    chunk (its ``step-start`` part); on the fake: the assistant message exists.
+    """
 
     session: str
 
@@ -162,18 +166,12 @@ Action: TypeAlias = Create | Prompt | Call | WaitIdle | WaitFor | WaitModelCall 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A named scenario: scripts (name → turns), actions, and event-order constraints.
-
-    ``model_extra`` appends turns to a session's *real* model conversation that have
-    no counterpart in a fake script (e.g. the summary a ``summarize`` request asks for).
-    """
+    """A named scenario: scripts (name → turns), actions, and event-order constraints."""
 
     name: str
     actions: Sequence[Action]
     scripts: Mapping[str, Sequence[Turn]] = field(default_factory=dict)
     constraints: Sequence[Any] = ()
-    model_extra: Mapping[str, Sequence[Turn]] = field(default_factory=dict)
-    doc: str = ""
 
     def __post_init__(self) -> None:
         for name, turns in self.scripts.items():

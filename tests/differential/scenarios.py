@@ -308,6 +308,40 @@ SCENARIOS: list[Scenario] = [
             Occurs(On("message.updated", "root", {"info.error.name": "MessageAbortedError"})),
         ],
     ),
+    Scenario(
+        "abort_root_with_hanging_task_child",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitModelCall("root/0"),
+            Call("POST", "/session/{root}/abort"),
+            WaitIdle("root"),
+            WaitIdle("root/0"),
+        ],
+        scripts={"main": [CallTask("explore", "child"), Say("never")], "child": [Hangs()]},
+        constraints=[
+            Occurs(On("session.error", "root/0", {"error.name": "MessageAbortedError"})),
+            Before(tool("root", "task", "running"), tool("root", "task", "error")),
+        ],
+    ),
+    Scenario(
+        "abort_task_child_only",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitModelCall("root/0"),
+            Call("POST", "/session/{root/0}/abort"),
+            WaitIdle("root"),
+        ],
+        scripts={
+            "main": [CallTask("explore", "child"), Say("parent goes on")],
+            "child": [Hangs()],
+        },
+        constraints=[
+            Before(idle("root/0"), tool("root", "task", "error")),
+            Before(tool("root", "task", "error"), text_done("root", "parent goes on")),
+        ],
+    ),
     # ------------------------------------------------------------------ permission & question
     Scenario(
         "permission_replied_once",
@@ -427,7 +461,8 @@ SCENARIOS: list[Scenario] = [
             WaitIdle("root"),
         ],
         scripts={"main": [Say("something worth summarising")]},
-        model_extra={"root": [Say("the summary")]},
+        # The compaction request carries no tools: the scripted model answers it like a
+        # title request (see the "summary text" rule in divergences.py).
         constraints=[Occurs(On("session.compacted", "root"))],
     ),
 ]

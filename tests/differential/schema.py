@@ -3,11 +3,13 @@
 OpenAPI 3.1 schemas are JSON Schema 2020-12, so the whole spec is registered as one
 :mod:`referencing` resource and each response schema is reached by a JSON pointer
 into it; its ``$ref``\\ s to ``#/components/schemas/...`` resolve inside the spec.
-The spec is a copy of the real server's ``GET /doc`` kept in ``tests/fixtures``.
+The spec is the one the real server serves at ``GET /doc`` (:func:`served_spec`);
+a copy of 1.18.34's is kept in ``tests/fixtures`` for tests without a server.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping
@@ -15,11 +17,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from .divergences import UNDOCUMENTED_RESPONSES
+from .divergences import SPEC_PATCHES, UNDOCUMENTED_RESPONSES
 
 SPEC_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "openapi-1.18.34.json"
 _BASE = "urn:opencode-openapi"
@@ -33,6 +36,13 @@ class OpenApi:
     """Response and event validation against one OpenAPI document."""
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
+        spec = copy.deepcopy(dict(spec))
+        for patch in SPEC_PATCHES:
+            target: Any = spec
+            *parents, last = patch.pointer.split("/")
+            for key in parents:
+                target = target[key]
+            target[last] = patch.value
         self._spec = spec
         resource = Resource.from_contents(dict(spec), default_specification=DRAFT202012)
         self._registry: Registry[Any] = Registry().with_resource(_BASE, resource)
@@ -106,16 +116,38 @@ def _errors(validator: jsonschema.Draft202012Validator, body: Any) -> list[str]:
     return out
 
 
-def _short(error: jsonschema.ValidationError) -> str:
-    if error.context:
-        # anyOf/oneOf: name the branch errors that got deepest, not the whole union.
-        best = jsonschema.exceptions.best_match(error.context)
-        sub = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in best.relative_path)
-        return f"no variant matches (closest: {sub or '<root>'}: {best.message[:200]})"
-    return str(error.message)[:300]
+def _short(error: jsonschema.ValidationError, prefix: str = "") -> str:
+    """One line for an error; for a union, the error of the variant the value meant to be."""
+    if not error.context:
+        return f"{prefix}{str(error.message)[:300]}"
+    branches: dict[Any, list[jsonschema.ValidationError]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+
+    def rank(errors: list[jsonschema.ValidationError]) -> tuple[int, int]:
+        # A variant whose discriminating ``type`` (or ``status``...) matched is the one meant.
+        wrong_tag = any(
+            e.validator in ("enum", "const")
+            and list(e.relative_path)[-1:] in (["type"], ["status"])
+            for e in errors
+        )
+        return (int(wrong_tag), len(errors))
+
+    best = min(branches.values(), key=rank)[0]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in best.relative_path)
+    return _short(best, f"{prefix}variant mismatch at {where or '<root>'}: ")
 
 
 @cache
 def spec() -> OpenApi:
     """The real 1.18.34 server's spec, loaded once."""
     return OpenApi(json.loads(SPEC_PATH.read_text(encoding="utf-8")))
+
+
+def served_spec(base_url: str, auth: tuple[str, str] | None = None) -> OpenApi:
+    """The spec a running server serves at ``GET /doc``: what it must honour, so a run
+    against another release (the release matrix) validates against that release's spec."""
+    with httpx.Client(base_url=base_url, auth=auth, timeout=30.0, trust_env=False) as client:
+        response = client.get("/doc")
+        response.raise_for_status()
+        return OpenApi(response.json())

@@ -3,25 +3,52 @@
 Each scenario (``tests/differential/scenarios.py``) runs on a fresh
 ``FakeOpenCodeServer`` and on the session's real ``opencode serve`` at once; any
 divergence not in the registry (``tests/differential/divergences.py``) fails it,
-with the full list in the message (``-s`` also prints it).
+with the full list in the message (``-s`` also prints it). Bodies and events are
+validated against the spec the real server serves, so a run against another
+release checks that release's contract.
 """
 
 from __future__ import annotations
 
+import json
+
+import httpx
 import pytest
 
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing._real_server import PINNED_VERSION
 from tests.differential.compare import compare, report
 from tests.differential.driver import FakeTarget, RealTarget, record_both
 from tests.differential.language import Scenario
 from tests.differential.scenarios import SCENARIOS
+from tests.differential.schema import SPEC_PATH, OpenApi, served_spec
 
 pytestmark = pytest.mark.real
 
 
+@pytest.fixture(scope="module")
+def real_spec(real_server: RealOpenCodeServer) -> OpenApi:
+    return served_spec(real_server.base_url, real_server.auth)
+
+
+def test_the_fixture_spec_is_what_the_pinned_release_serves(
+    real_server: RealOpenCodeServer, opencode_http: httpx.Client
+) -> None:
+    """The unit tests validate against tests/fixtures/openapi-1.18.34.json: it must be
+    the pinned release's own ``GET /doc`` (another release must serve a spec at all)."""
+    version = opencode_http.get("/global/health").json()["version"]
+    served = opencode_http.get("/doc").json()
+    assert served["openapi"].startswith("3.1")
+    if version == PINNED_VERSION:
+        assert served == json.loads(SPEC_PATH.read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 async def test_fake_matches_real_server(
-    scenario: Scenario, scripted_model: ScriptedModelServer, real_server: RealOpenCodeServer
+    scenario: Scenario,
+    scripted_model: ScriptedModelServer,
+    real_server: RealOpenCodeServer,
+    real_spec: OpenApi,
 ) -> None:
     fake = FakeTarget()
     try:
@@ -30,7 +57,7 @@ async def test_fake_matches_real_server(
         )
     finally:
         await fake.aclose()
-    divergences = compare(scenario, fake_rec, real_rec)
+    divergences = compare(scenario, fake_rec, real_rec, real_spec)
     text = report([(scenario, divergences, max(fake_rec.seconds, real_rec.seconds))])
     print(text)
     assert not real_rec.problems, f"the real server did not play the scenario:\n{text}"
