@@ -2139,7 +2139,9 @@ class FakeOpenCodeServer:
         query = parse_qs(request.url.query.decode())
         roots = query.get("roots", ["false"])[0] == "true"
         infos = [s.info for s in self._sessions.values() if not (roots and s.parent_id is not None)]
-        infos.sort(key=lambda info: info["time"]["updated"], reverse=True)
+        # Measured: most recently updated first; on a tie the newer session first
+        # (ids sort that way: they count down).
+        infos.sort(key=lambda info: (-info["time"]["updated"], info["id"]))
         return _json_response(200, infos)
 
     def _list_messages(self, request: httpx.Request, session: FakeSession) -> httpx.Response:

@@ -1653,3 +1653,21 @@ async def test_error_bodies_match_the_real_server(client: httpx.AsyncClient) -> 
         'Expected QuestionAnswer, got "a"\n  at ["answers"][0]'
     )
     assert await call("POST", f"{question}/reply", json={}) == bad('Missing key\n  at ["answers"]')
+
+
+async def test_session_list_is_most_recently_updated_first(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    """Measured on 1.18.34: ``GET /session`` sorts by ``time.updated``, newest first, and
+    puts the newer of two sessions updated in the same millisecond first."""
+    a = (await new_session(client, title="a"))["id"]
+    b = (await new_session(client, title="b"))["id"]
+    child = (await new_session(client, title="child", parentID=b))["id"]
+    for sid in (a, b, child):  # force a tie
+        fake.sessions[sid].info["time"] = {"created": 1, "updated": 5}
+    listed = [s["id"] for s in (await client.get("/session")).json()]
+    assert listed == [child, b, a]
+    await prompt(client, a, "hi")
+    await idle(fake, a)
+    listed = [s["id"] for s in (await client.get("/session?roots=true")).json()]
+    assert listed == [a, b]
