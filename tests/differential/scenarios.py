@@ -211,6 +211,8 @@ SCENARIOS: list[Scenario] = [
         },
         constraints=[
             *turn_order("root"),
+            # The adapter adopts a child by the parentID of its session.created.
+            Occurs(On("session.created", "root/0", {"info.parentID": ANY})),
             Before(On("session.created", "root/0"), tool("root", "task", "completed")),
             Before(idle("root/0"), tool("root", "task", "completed")),
             Occurs(
@@ -232,6 +234,7 @@ SCENARIOS: list[Scenario] = [
         },
         constraints=[
             Before(On("session.created", "root/0"), On("session.created", "root/0/0")),
+            Occurs(On("session.created", "root/0/0", {"info.parentID": ANY})),
             Before(idle("root/0/0"), tool("root/0", "task", "completed")),
             Before(idle("root/0"), tool("root", "task", "completed")),
         ],
