@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Install the pinned OpenCode server binary into the project-local `.opencode/` folder.
+# Install an OpenCode server binary project-locally under `.opencode/`.
 #
 # Usage: scripts/install-opencode.sh
+#        OPENCODE_VERSION=1.17.19 scripts/install-opencode.sh
 #
-# - Installs the npm package `opencode-linux-x64` at the pinned version into
-#   `<project root>/.opencode/` (git-ignored). Nothing is installed globally.
-# - Idempotent: if the binary already exists and reports the pinned version,
+# - Installs the npm package `opencode-linux-x64` at the requested version
+#   (default: the pinned one). Nothing is installed globally.
+# - Layout (all git-ignored):
+#     pinned version  -> .opencode/node_modules/opencode-linux-x64/bin/opencode
+#                        (the default path find_opencode_binary() looks at)
+#     other versions  -> .opencode/releases/<version>/node_modules/opencode-linux-x64/bin/opencode
+#   so installing another release for the release matrix never replaces the
+#   pinned binary that `make test` uses.
+# - Idempotent: if the binary already exists and reports the requested version,
 #   nothing is downloaded.
 # - The last line printed on stdout is the absolute path of the binary.
 #
 # Environment:
-#   OPENCODE_VERSION   version to install (default: 1.18.34)
+#   OPENCODE_VERSION   version to install (default: the pinned version, 1.18.34)
 set -euo pipefail
 
-VERSION="${OPENCODE_VERSION:-1.18.34}"
+PINNED_VERSION="1.18.34"
+VERSION="${OPENCODE_VERSION:-${PINNED_VERSION}}"
 PACKAGE="opencode-linux-x64"
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 project_root="$(cd "${script_dir}/.." && pwd)"
-prefix="${project_root}/.opencode"
+
+[[ "${VERSION}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] \
+    || { echo "install-opencode: error: OPENCODE_VERSION must look like 1.18.34, got '${VERSION}'" >&2; exit 1; }
+
+if [[ "${VERSION}" == "${PINNED_VERSION}" ]]; then
+    prefix="${project_root}/.opencode"
+else
+    prefix="${project_root}/.opencode/releases/${VERSION}"
+fi
 binary="${prefix}/node_modules/${PACKAGE}/bin/opencode"
 
 die() {

@@ -212,7 +212,9 @@ class ModelRequest:
     Attributes:
         index: Position of the request in arrival order (0-based).
         path: The HTTP request target.
-        session_id: Value of the ``x-opencode-session-id`` header, if any.
+        session_id: Value of the ``x-opencode-session-id`` header, if any; older
+            releases send the session id only as ``x-session-id`` (1.18.3) or
+            ``x-session-affinity`` (1.15.13, 1.14.48); 1.3.2 sends none.
         script: Script name from the first user message's marker, if any.
         step: Index of the step selected (the number of assistant messages in the
             request); ``None`` for title and malformed requests.
@@ -717,7 +719,11 @@ class ScriptedModelServer:
     async def _chat(self, request: h11.Request, body: bytes, out: _Responder) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
         path = request.target.decode("ascii", "replace")
-        session_id = headers.get("x-opencode-session-id")
+        session_id = (
+            headers.get("x-opencode-session-id")
+            or headers.get("x-session-id")
+            or headers.get("x-session-affinity")
+        )
         try:
             payload = json.loads(body)
             if not isinstance(payload, dict):

@@ -15,6 +15,12 @@ binary (see :func:`find_opencode_binary`) with:
 * optionally basic-auth protection (``OPENCODE_SERVER_PASSWORD``),
 * a private, empty project directory as working directory (:attr:`directory`),
 * its own process group, which is terminated (SIGTERM, then SIGKILL) on exit.
+
+Older releases (the release matrix, ``make test-matrix``) reject parts of that
+setup, so the binary's ``--version`` decides two details, both measured: the
+``--pure`` flag exists from 1.14 on (1.3.2 and 1.0.185 exit with a usage error),
+and ``subagent_depth`` is a config key from 1.18 on (1.17.19 and older refuse to
+start with "Unrecognized key: subagent_depth"; nesting is allowed there anyway).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import functools
 import json
 import os
 import shutil
@@ -38,11 +45,14 @@ from typing import Any, Final
 
 import httpx
 
+from .._compat import Version, parse_version
+
 __all__ = [
     "DEFAULT_USERNAME",
     "OFFLINE_ENV",
     "PINNED_VERSION",
     "RealOpenCodeServer",
+    "binary_version",
     "find_opencode_binary",
     "find_project_root",
     "free_port",
@@ -76,6 +86,11 @@ _DROPPED_ENV_PREFIXES: Final = ("OPENCODE_", "XDG_")
 _DROPPED_ENV_KEYS: Final = frozenset(
     {"http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"}
 )
+#: First release line whose ``serve`` knows ``--pure`` (the registry has nothing
+#: between 1.3.2, which lacks it, and 1.14.34).
+_PURE_FLAG_SINCE: Final = Version(1, 14, 0)
+#: First release line whose config schema accepts ``subagent_depth`` (1.17.19 rejects it).
+_SUBAGENT_DEPTH_SINCE: Final = Version(1, 18, 0)
 
 
 # ------------------------------------------------------------------ helpers
@@ -164,6 +179,40 @@ def find_opencode_binary(explicit: str | os.PathLike[str] | None = None) -> Path
     raise FileNotFoundError(f"opencode binary not found (looked in {looked}); {hint}")
 
 
+@functools.cache
+def _cached_binary_version(binary: Path, mtime_ns: int) -> str:
+    with tempfile.TemporaryDirectory(prefix="opencode-version-") as sandbox:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(_DROPPED_ENV_PREFIXES) and key not in _DROPPED_ENV_KEYS
+        }
+        env.update(OFFLINE_ENV)
+        env["HOME"] = sandbox
+        for name in ("CONFIG", "DATA", "CACHE", "STATE"):
+            env[f"XDG_{name}_HOME"] = str(Path(sandbox) / name.lower())
+        result = subprocess.run(
+            [str(binary), "--version"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    return result.stdout.strip()
+
+
+def binary_version(binary: str | os.PathLike[str]) -> str:
+    """What ``binary --version`` prints (cached per file), run with a throwaway HOME.
+
+    Even ``--version`` makes OpenCode create its config/data/cache/state folders,
+    hence the sandbox. An empty string if it printed nothing.
+    """
+    path = Path(binary).resolve()
+    return _cached_binary_version(path, path.stat().st_mtime_ns)
+
+
 def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in extra.items():
         if isinstance(value, Mapping) and isinstance(base.get(key), dict):
@@ -178,12 +227,15 @@ def opencode_config(
     *,
     subagent_depth: int = 3,
     overrides: Mapping[str, Any] | None = None,
+    version: str | None = None,
 ) -> dict[str, Any]:
     """Build an ``opencode.json`` using only the ``fake/fake-model`` provider at ``model_base_url``.
 
     Everything is permitted (tools, tasks, edits, external directories), nested
     subagents are allowed down to ``subagent_depth``, and snapshots, sharing and
-    auto-update are off. ``overrides`` is deep-merged into the result.
+    auto-update are off. ``overrides`` is deep-merged into the result. ``version``
+    (the server's release, default: current) drops the keys an older release's
+    schema rejects.
     """
     config: dict[str, Any] = {
         "$schema": "https://opencode.ai/config.json",
@@ -217,6 +269,9 @@ def opencode_config(
             }
         },
     }
+    release = parse_version(version)
+    if release is not None and release < _SUBAGENT_DEPTH_SINCE:
+        del config["subagent_depth"]
     if overrides:
         _deep_merge(config, overrides)
     return config
@@ -268,13 +323,18 @@ class RealOpenCodeServer:
         if port is not None and (port in _AVOID_PORTS or port <= 0):
             raise ValueError(f"refusing port {port}: pick a concrete port other than 4096")
         self.binary = find_opencode_binary(binary)
+        #: What the binary's ``--version`` printed, e.g. ``"1.18.34"``.
+        self.version = binary_version(self.binary)
         self.model_base_url = model_base_url
         self.password = password
         self.username = username
         self.startup_timeout = startup_timeout
         self.shutdown_grace = shutdown_grace
         self.config = opencode_config(
-            model_base_url, subagent_depth=subagent_depth, overrides=config_overrides
+            model_base_url,
+            subagent_depth=subagent_depth,
+            overrides=config_overrides,
+            version=self.version,
         )
         self._requested_port = port
         self._extra_env = dict(extra_env or {})
@@ -423,7 +483,7 @@ class RealOpenCodeServer:
             "127.0.0.1",
             "--port",
             str(self._port),
-            "--pure",
+            *self._pure_flag(),
             "--print-logs",
             "--log-level",
             self._log_level,
@@ -441,6 +501,10 @@ class RealOpenCodeServer:
                 start_new_session=True,
             )
             self._pid = self._process.pid
+
+    def _pure_flag(self) -> list[str]:
+        release = parse_version(self.version)
+        return [] if release is not None and release < _PURE_FLAG_SINCE else ["--pure"]
 
     def _wait_ready(self) -> None:
         assert self._process is not None
