@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OPENCODE_VERSION := 1.18.34
 
-.PHONY: test lint typecheck unit venv opencode demo clean
+.PHONY: test test-matrix lint typecheck unit venv opencode demo clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ typecheck: $(STAMP)
 ## Everything CI runs: lint, types, and the whole test suite (real server included).
 test: $(STAMP) opencode lint typecheck
 	$(BIN)/python -m pytest -q
+
+## The real suite against every OpenCode release of tests/real/releases.toml
+## (docs/compatibility.md); one release: `make test-matrix RELEASE=1.17.19`.
+test-matrix: $(STAMP)
+	$(BIN)/python scripts/test-matrix.py $(foreach r,$(RELEASE),--release $(r))
 
 ## Tests without the real server (fast loop while developing).
 unit: $(STAMP)

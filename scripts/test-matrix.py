@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Run the real suite against every OpenCode release of tests/real/releases.toml.
+
+Usage (from the project root, with the venv's python; `make test-matrix` does this):
+
+    .venv/bin/python scripts/test-matrix.py                    # every release
+    .venv/bin/python scripts/test-matrix.py --release 1.17.19  # one (repeatable)
+
+For each release: install it project-locally (scripts/install-opencode.sh), time
+one offline cold start of `opencode serve` with the test harness, then run
+`pytest -m real` with OPENCODE_BIN pointing at it and
+OPENCODE_VERSION_UNDER_TEST set, so the release's documented expected failures
+are strict xfails (tests/real/release_expectations.py). Prints a summary table;
+exits non-zero if any release failed to install, start, or pass as documented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from adapter.testing._model_server import ScriptedModelServer  # noqa: E402
+from adapter.testing._real_server import RealOpenCodeServer  # noqa: E402
+from tests.real.release_expectations import (  # noqa: E402
+    RELEASES_FILE,
+    VERSION_VARIABLE,
+    load_releases,
+)
+
+#: Test files whose results get a column of their own; the rest count as "other".
+SUITES = {"test_contract.py": "contract", "test_differential.py": "differential"}
+
+
+@dataclass
+class Outcome:
+    version: str
+    install_seconds: float = 0.0
+    start_seconds: float | None = None
+    pytest_seconds: float = 0.0
+    exit_code: int | None = None
+    problem: str = ""
+    #: suite -> Counter of passed / failed / xfailed / skipped
+    counts: dict[str, Counter[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem and self.exit_code == 0
+
+
+def install(version: str) -> Path:
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-opencode.sh")],
+        env={**os.environ, "OPENCODE_VERSION": version},
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"install-opencode.sh failed with exit code {result.returncode}")
+    return Path(lines[-1])
+
+
+def cold_start(binary: Path) -> float:
+    with (
+        ScriptedModelServer() as model,
+        RealOpenCodeServer(model.base_url, binary=binary, startup_timeout=60) as server,
+    ):
+        assert server.startup_seconds is not None
+        return server.startup_seconds
+
+
+def count(junit: Path) -> dict[str, Counter[str]]:
+    counts: dict[str, Counter[str]] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        module = (case.get("classname") or "").rsplit(".", 1)[-1] + ".py"
+        suite = SUITES.get(module, "other")
+        tally = counts.setdefault(suite, Counter())
+        kinds = {child.tag: child for child in case}
+        if "failure" in kinds or "error" in kinds:
+            tally["failed"] += 1
+        elif "skipped" in kinds:
+            kind = kinds["skipped"].get("type", "")
+            tally["xfailed" if kind == "pytest.xfail" else "skipped"] += 1
+        else:
+            tally["passed"] += 1
+    return counts
+
+
+def run_release(version: str, extra_args: list[str]) -> Outcome:
+    outcome = Outcome(version)
+    print(f"\n===== OpenCode {version} =====", flush=True)
+    began = time.monotonic()
+    try:
+        binary = install(version)
+    except RuntimeError as exc:
+        outcome.problem = str(exc)
+        return outcome
+    outcome.install_seconds = time.monotonic() - began
+    try:
+        outcome.start_seconds = cold_start(binary)
+    except RuntimeError as exc:
+        outcome.problem = "does not start offline"
+        print(str(exc)[-3000:], flush=True)
+        return outcome
+    with tempfile.TemporaryDirectory(prefix="test-matrix-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        env = {**os.environ, "OPENCODE_BIN": str(binary), VERSION_VARIABLE: version}
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "real",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.real.release_expectations",
+            "-rfEX",
+            f"--junitxml={junit}",
+            *extra_args,
+        ]
+        began = time.monotonic()
+        outcome.exit_code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+        outcome.pytest_seconds = time.monotonic() - began
+        if junit.exists():
+            outcome.counts = count(junit)
+    if outcome.exit_code != 0:
+        outcome.problem = f"pytest exit code {outcome.exit_code}"
+    return outcome
+
+
+def cell(counts: Counter[str] | None) -> str:
+    if not counts:
+        return "-"
+    text = f"{counts['passed']} passed / {counts['failed']} failed"
+    if counts["xfailed"]:
+        text += f" ({counts['xfailed']} expected)"
+    if counts["skipped"]:
+        text += f", {counts['skipped']} skipped"
+    return text
+
+
+def table(outcomes: list[Outcome]) -> str:
+    header = ["release", "result", "starts offline", "contract", "differential", "other", "time"]
+    rows = [header]
+    for o in outcomes:
+        start = "-" if o.start_seconds is None else f"yes, {o.start_seconds:.1f} s"
+        if o.problem == "does not start offline":
+            start = "NO"
+        rows.append(
+            [
+                o.version,
+                "ok" if o.ok else f"FAILED ({o.problem})",
+                start,
+                cell(o.counts.get("contract")),
+                cell(o.counts.get("differential")),
+                cell(o.counts.get("other")),
+                f"{o.install_seconds + o.pytest_seconds:.0f} s",
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--release",
+        action="append",
+        default=[],
+        help="run only this release (repeatable; must be listed in releases.toml)",
+    )
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args()
+    listed = [r["version"] for r in load_releases()["release"]]
+    wanted = [v for item in args.release for v in item.replace(",", " ").split()]
+    unknown = sorted(set(wanted) - set(listed))
+    if unknown:
+        parser.error(f"not in {RELEASES_FILE.relative_to(ROOT)}: {', '.join(unknown)}")
+    versions = [v for v in listed if v in wanted] if wanted else listed
+    began = time.monotonic()
+    outcomes = [run_release(v, args.pytest_args) for v in versions]
+    total = Counter[str]()
+    for outcome in outcomes:
+        for tally in outcome.counts.values():
+            total.update(tally)
+    failed_releases = [o.version for o in outcomes if not o.ok]
+    print(f"\n===== OpenCode release matrix ({time.monotonic() - began:.0f} s) =====")
+    print(table(outcomes))
+    if failed_releases:
+        print(f"\nreleases that did not behave as documented: {', '.join(failed_releases)}")
+    # One plain closing line that CI can read (expected failures are not counted as passed).
+    failures = total["failed"] + sum(1 for o in outcomes if o.problem and not o.counts)
+    print(f"matrix: {total['passed']} passed, {failures} failed")
+    return 1 if failed_releases else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
