@@ -13,6 +13,7 @@ from typing import Any, Self, cast
 import httpx
 
 from ._client import OpenCodeClient
+from ._compat import untested_version_warning
 from ._events import (
     ChildStarted,
     ContentDelta,
@@ -150,6 +151,8 @@ class OpenCodeAdapter:
         # answer arrived must not announce it again.
         self._answered: dict[str, None] = {}
         self._server_dead = False
+        self._server_version: str | None = None
+        self._version_checked = False
 
     def __repr__(self) -> str:
         return (
@@ -160,6 +163,11 @@ class OpenCodeAdapter:
     @property
     def base_url(self) -> str | None:
         return self._base_url if self._server is None else self._server.base_url
+
+    @property
+    def server_version(self) -> str | None:
+        """The version the server reported at the first connect (``None`` until then)."""
+        return self._server_version
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -329,11 +337,37 @@ class OpenCodeAdapter:
         self._emit(SessionEvent(type="thread.started", thread_id=thread_id, session_id=session_id))
         if warning is not None:
             self._emit(RuntimeEvent(type="runtime.warning", thread_id=thread_id, message=warning))
+        if not self._version_checked:
+            await self._check_server_version(client, thread_id)
         if resumed_id is not None and session_id == resumed_id:
             # The stream has no replay: requests raised before we connected are listed.
             self._tasks.spawn(self._recover_pending(pump), name=f"recover:{thread_id}")
         _log.info("adapter.session_started", thread_id=thread_id, session_id=session_id)
         return thread.info()
+
+    async def _check_server_version(self, client: OpenCodeClient, thread_id: str) -> None:
+        """Read the server's version once; warn (once) if no tested release reports it.
+
+        A server that answers without a usable version (no field, a malformed body,
+        no health route) is warned about too. A failed request (transport error,
+        5xx, 401) changes nothing about the connect: it is logged and the next
+        connect asks again.
+        """
+        self._version_checked = True
+        try:
+            version = (await client.health()).version
+        except (ProtocolError, NotFoundError) as exc:
+            _log.warning("adapter.version_unreadable", error=str(exc))
+            version = None
+        except OpenCodeError as exc:
+            self._version_checked = False
+            _log.warning("adapter.version_unknown", error=str(exc))
+            return
+        self._server_version = version
+        message = untested_version_warning(version)
+        if message is not None:
+            _log.warning("adapter.untested_server", version=version)
+            self._emit(RuntimeEvent(type="runtime.warning", thread_id=thread_id, message=message))
 
     async def _discard(self, thread: ThreadState) -> None:
         """Undo a start that did not complete: forget the thread, abort what it created."""

@@ -1,0 +1,85 @@
+"""Which OpenCode releases the adapter was tested against, and how to compare versions.
+
+The adapter talks to whatever ``opencode serve`` a user runs, but its behaviour
+is only measured on the releases of the release matrix (``make test-matrix``,
+listed in ``tests/real/releases.toml``; ``docs/compatibility.md`` has the
+results). :data:`TESTED_OLDEST` and :data:`TESTED_NEWEST` bound that range; a
+test keeps them equal to the oldest and newest release of the matrix. A server
+outside it may still work, so the adapter only warns (see
+:func:`untested_version_warning`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NamedTuple
+
+__all__ = [
+    "TESTED_NEWEST",
+    "TESTED_OLDEST",
+    "Version",
+    "is_tested_version",
+    "parse_version",
+    "untested_version_warning",
+]
+
+
+class Version(NamedTuple):
+    """A release number ``major.minor.patch``; tuples order releases correctly."""
+
+    major: int
+    minor: int
+    patch: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+# A leading "v" and a build/pre-release suffix are tolerated (``v1.18.34``,
+# ``1.18.34-dev``): the number is what decides the range.
+_VERSION: Final = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.+-]*)?")
+
+#: The oldest release the matrix runs (and passes, with its documented differences).
+TESTED_OLDEST: Final = Version(1, 14, 48)
+#: The newest release the matrix runs; also the release the project is pinned to.
+TESTED_NEWEST: Final = Version(1, 18, 34)
+
+
+def parse_version(text: object) -> Version | None:
+    """``Version`` for a string like ``"1.18.34"``; ``None`` for anything else."""
+    if not isinstance(text, str):
+        return None
+    match = _VERSION.fullmatch(text.strip())
+    if match is None:
+        return None
+    major, minor, patch = (int(group) for group in match.groups())
+    return Version(major, minor, patch)
+
+
+def is_tested_version(text: object) -> bool:
+    """Whether ``text`` names a release inside the tested range (bounds included)."""
+    version = parse_version(text)
+    return version is not None and TESTED_OLDEST <= version <= TESTED_NEWEST
+
+
+def untested_version_warning(text: object) -> str | None:
+    """The warning for a server reporting version ``text``, or ``None`` when it is tested.
+
+    A missing or unparsable version is a warning too: the adapter cannot tell
+    whether it knows that server.
+    """
+    tested = f"tested with OpenCode {TESTED_OLDEST} to {TESTED_NEWEST}"
+    if text is None:
+        return f"the OpenCode server did not report its version; the adapter is {tested}"
+    version = parse_version(text)
+    if version is None:
+        return (
+            f"the OpenCode server reports an unparsable version {text!r}; the adapter is {tested}"
+        )
+    if TESTED_OLDEST <= version <= TESTED_NEWEST:
+        return None
+    relation = "older" if version < TESTED_OLDEST else "newer"
+    return (
+        f"OpenCode {version} is {relation} than the tested range; the adapter is {tested}"
+        " (see docs/compatibility.md)"
+    )

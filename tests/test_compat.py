@@ -1,0 +1,210 @@
+"""The tested OpenCode range, and the adapter's warning about servers outside it."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapter import OpenCodeAdapter
+from adapter._compat import (
+    TESTED_NEWEST,
+    TESTED_OLDEST,
+    Version,
+    is_tested_version,
+    parse_version,
+    untested_version_warning,
+)
+from adapter.testing._real_server import PINNED_VERSION
+from adapter.testing.fake import OPENCODE_VERSION, FakeOpenCodeServer
+from tests.adapter_support import Recorder
+
+RELEASES = Path(__file__).parent / "real" / "releases.toml"
+
+
+# ------------------------------------------------------------------ the range
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1.18.34", Version(1, 18, 34)),
+        ("v1.2.3", Version(1, 2, 3)),
+        (" 1.14.48\n", Version(1, 14, 48)),
+        ("1.19.0-beta.1", Version(1, 19, 0)),
+        ("1.18", None),
+        ("1.18.x", None),
+        ("local", None),
+        ("", None),
+        (None, None),
+        (11834, None),
+    ],
+)
+def test_parse_version(text: object, expected: Version | None) -> None:
+    assert parse_version(text) == expected
+
+
+def test_versions_compare_numerically_not_as_text() -> None:
+    assert parse_version("1.18.10") > parse_version("1.18.9")  # type: ignore[operator]
+    assert is_tested_version("1.18.10")
+    assert not is_tested_version("1.2.10")  # "1.2.10" > "1.18.34" as text
+
+
+def test_the_bounds_are_tested_and_their_neighbours_are_not() -> None:
+    assert is_tested_version(str(TESTED_OLDEST))
+    assert is_tested_version(str(TESTED_NEWEST))
+    below = TESTED_OLDEST._replace(patch=TESTED_OLDEST.patch - 1)
+    above = TESTED_NEWEST._replace(patch=TESTED_NEWEST.patch + 1)
+    assert not is_tested_version(str(below))
+    assert not is_tested_version(str(above))
+    assert "older" in (untested_version_warning(str(below)) or "")
+    assert "newer" in (untested_version_warning(str(above)) or "")
+
+
+def test_missing_or_unparsable_versions_are_warned_about() -> None:
+    assert "did not report" in (untested_version_warning(None) or "")
+    assert "'nightly'" in (untested_version_warning("nightly") or "")
+    assert untested_version_warning(str(TESTED_NEWEST)) is None
+
+
+def test_the_range_matches_the_release_matrix_and_the_pins() -> None:
+    """One list decides what is tested: tests/real/releases.toml (make test-matrix)."""
+    data = tomllib.loads(RELEASES.read_text(encoding="utf-8"))
+    tested = [parse_version(r["version"]) for r in data["release"]]
+    assert None not in tested
+    assert min(tested) == TESTED_OLDEST  # type: ignore[type-var]
+    assert max(tested) == TESTED_NEWEST  # type: ignore[type-var]
+    assert str(TESTED_NEWEST) == PINNED_VERSION == OPENCODE_VERSION == data["pinned"]
+
+
+# ------------------------------------------------------------------ the adapter's check
+
+T = "thread-1"
+
+
+def health_reports(fake: FakeOpenCodeServer, body: Any) -> list[httpx.Request]:
+    """Make ``GET /global/health`` answer ``body``; return the list of health requests."""
+    seen: list[httpx.Request] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=body)
+
+    fake.on("GET", "/global/health", handler)
+    return seen
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenCodeServer]:
+    server = FakeOpenCodeServer(seed=3)
+    yield server
+    await server.aclose()
+
+
+@pytest.fixture
+async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
+    async with OpenCodeAdapter(
+        fake.base_url, transport=fake.transport, connect_timeout=2.0
+    ) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
+    recorder = Recorder(oc)
+    yield recorder
+    await recorder.close()
+
+
+async def test_a_tested_server_gets_no_warning_and_its_version_is_known(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    assert oc.server_version is None
+    await oc.start_session(T)
+    await oc.start_session("thread-2")
+    await rec.settle()
+    assert oc.server_version == OPENCODE_VERSION
+    assert rec.of("runtime.warning") == []
+    assert sum(1 for r in fake.requests if r.path == "/global/health") == 1
+
+
+@pytest.mark.parametrize("version", ["1.19.0", "1.0.185", str(TESTED_OLDEST._replace(patch=0))])
+async def test_an_untested_server_is_warned_about_once(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, version: str
+) -> None:
+    if is_tested_version(version):
+        pytest.fail(f"{version} is inside the tested range; pick another")
+    health = health_reports(fake, {"healthy": True, "version": version})
+    await oc.start_session(T)
+    await oc.start_session("thread-2")
+    await rec.settle()
+    warnings = rec.of("runtime.warning")
+    assert len(warnings) == 1
+    assert warnings[0].thread_id == T
+    assert version in warnings[0].message
+    assert str(TESTED_NEWEST) in warnings[0].message
+    assert oc.server_version == version
+    assert len(health) == 1
+    # The warning follows the thread's start events, so a host has the thread first.
+    assert rec.types(T)[:3] == ["session.started", "thread.started", "runtime.warning"]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle", "known"),
+    [
+        ({"healthy": True}, "did not report", None),
+        ({"healthy": True, "version": "dev"}, "'dev'", "dev"),
+        ({"healthy": True, "version": 1.18}, "did not report", None),  # malformed answer
+    ],
+)
+async def test_a_missing_or_unparsable_version_is_warned_about(
+    oc: OpenCodeAdapter,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    body: Any,
+    needle: str,
+    known: str | None,
+) -> None:
+    health_reports(fake, body)
+    await oc.start_session(T)
+    await oc.start_session("thread-2")
+    await rec.settle()
+    warnings = rec.of("runtime.warning")
+    assert len(warnings) == 1 and needle in warnings[0].message
+    assert oc.server_version == known
+
+
+async def test_a_failing_health_check_does_not_change_connect(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.fail("GET", "/global/health", 503, times=1)
+    info = await oc.start_session(T)
+    assert info.status == "ready"
+    await rec.settle()
+    assert rec.of("runtime.warning") == []
+    assert oc.server_version is None
+    # The next connect asks again, and this time the server answers.
+    await oc.start_session("thread-2")
+    assert oc.server_version == OPENCODE_VERSION
+    assert sum(1 for r in fake.requests if r.path == "/global/health") == 2
+    assert rec.of("runtime.warning") == []
+
+
+async def test_a_health_transport_error_does_not_change_connect(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    async def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    fake.on("GET", "/global/health", refuse)
+    info = await oc.start_session(T)
+    assert info.status == "ready"
+    await oc.send_turn(T, "hello")
+    done = await rec.wait_for("turn.completed")
+    assert done.state == "completed"
+    assert rec.of("runtime.warning") == []
+    assert oc.server_version is None
