@@ -443,6 +443,8 @@ class _Run:
     text_buf: list[str] = field(default_factory=list)
     last_text: str = ""
     tools: dict[str, _ActiveTool] = field(default_factory=dict)
+    merged: list[_Prompt] = field(default_factory=list)
+    """Prompts sent during the run that its next model step took in (measured)."""
 
 
 @dataclass(slots=True)
@@ -1300,7 +1302,8 @@ class FakeOpenCodeServer:
                     if current is not None:
                         current.uncancel()
                     result = await self._cleanup_aborted(run)
-                    self._finish_prompt(prompt, result)
+                    for done in (prompt, *run.merged):
+                        self._finish_prompt(done, result)
                     if self._closed or not session._queue:
                         return
                     # A prompt sent while the abort was being cleaned up runs next.
@@ -1308,7 +1311,8 @@ class FakeOpenCodeServer:
                     continue
                 finally:
                     session._run = None
-                self._finish_prompt(prompt, result)
+                for done in (prompt, *run.merged):
+                    self._finish_prompt(done, result)
                 await asyncio.sleep(0)
             self._end_run(session, prompt, result)
         finally:
@@ -1366,6 +1370,9 @@ class FakeOpenCodeServer:
                 if not await self._do_question(run, step):
                     return self._blocked(run)
             elif isinstance(step, Hang):
+                # Measured: the step-start part is stored once the model answers, even
+                # if it then sends nothing.
+                self._ensure_step(run)
                 await asyncio.get_running_loop().create_future()
             else:
                 return self._fail(run, step)
@@ -1393,9 +1400,18 @@ class FakeOpenCodeServer:
         session = run.session
         message = FakeMessage({})
         agent = agent or prompt.agent
+        parent_id = (run.merged[-1] if run.merged else prompt).user_message_id
+        if run.message is not None and prompt.compaction is None:
+            # Measured: each later model step is announced busy before its message, and
+            # takes in the prompts sent meanwhile: it answers the newest one (parentID)
+            # and they get no run of their own.
+            self._set_status(session, _BUSY)
+            while session._queue and session._queue[0].compaction is None:
+                run.merged.append(session._queue.popleft())
+                parent_id = run.merged[-1].user_message_id
         info: JSON = {
             "id": self._new_id("msg"),
-            "parentID": prompt.user_message_id,
+            "parentID": parent_id,
             "role": "assistant",
             "mode": agent,
             "agent": agent,
@@ -1411,9 +1427,6 @@ class FakeOpenCodeServer:
             "time": {"created": _now_ms()},
             "sessionID": session.id,
         }
-        if run.message is not None and prompt.compaction is None:
-            # Measured: each later model step is announced busy before its message.
-            self._set_status(session, _BUSY)
         run.message = message
         run.step_started = False
         run.had_tool = False

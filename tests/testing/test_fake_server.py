@@ -1671,3 +1671,33 @@ async def test_session_list_is_most_recently_updated_first(
     await idle(fake, a)
     listed = [s["id"] for s in (await client.get("/session?roots=true")).json()]
     assert listed == [a, b]
+
+
+async def test_a_prompt_sent_during_a_run_joins_its_next_step(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    """Measured: a prompt sent while a tool runs is taken in by the run's next model
+    step (whose message answers it) and gets no run of its own."""
+    fake.script("first", [Tool("bash", {"command": "sleep 1"}, duration=0.05), Text("done")])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:first]]")
+    await fake.wait_until(lambda: bool(tool_parts(fake, sid, "bash")))
+    await prompt(client, sid, "second [[script:never]]")
+    await run_to_end(log, sid)
+    messages = fake.sessions[sid].messages
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[1].info["parentID"] == messages[0].id
+    assert messages[3].info["parentID"] == messages[2].id
+    assert messages[3].text == "done"
+    assert log.types(sid).count("session.idle") == 1
+
+
+async def test_a_hanging_model_call_has_started_its_step(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("hang", [Hang()])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:hang]]")
+    await log.wait_for(lambda _e: labels(log, sid)[-1:] == ["part:step-start"])
+    await client.post(f"/session/{sid}/abort")
+    assert [p["type"] for p in fake.sessions[sid].messages[-1].parts] == ["step-start"]
