@@ -250,6 +250,8 @@ class Permission:
     ``always`` (or of ``patterns`` when ``always`` is empty; ``*`` is a wildcard));
     ``reject`` ends the tool ``error`` and stops the run. ``tool`` defaults to a
     tool named after ``permission`` (for ``bash``: ``{"command": patterns[0]}``).
+    A ``bash`` request's ``metadata`` defaults to ``{"command": patterns[0]}`` and
+    its ``always`` to ``"<program> *"`` per pattern, as the real bash tool asks.
     """
 
     permission: str = "bash"
@@ -1762,6 +1764,15 @@ class FakeOpenCodeServer:
             else:
                 tool_input = {"patterns": list(patterns)}
             tool = Tool(step.permission, tool_input)
+        metadata = dict(step.metadata or {})
+        always = list(step.always)
+        if step.permission == "bash" and patterns:
+            # Measured: a bash request carries its command and "<program> *" by default.
+            if step.metadata is None:
+                metadata = {"command": patterns[0]}
+            if not always:
+                programs = (p.split()[0] for p in patterns if p.split() and p != "*")
+                always = list(dict.fromkeys(f"{program} *" for program in programs))
         asked: list[tuple[str, asyncio.Future[Any]]] = []
 
         def ask(pending: JSON) -> None:
@@ -1773,8 +1784,8 @@ class FakeOpenCodeServer:
                 "sessionID": run.session.id,
                 "permission": step.permission,
                 "patterns": list(patterns),
-                "metadata": dict(step.metadata or {}),
-                "always": list(step.always),
+                "metadata": metadata,
+                "always": always,
                 "tool": {"messageID": pending["messageID"], "callID": pending["callID"]},
             }
             asked.append((payload["id"], self._open_request(run, "permission", payload)))
@@ -1789,7 +1800,7 @@ class FakeOpenCodeServer:
                 self._tool_error(run, part, _PERMISSION_REJECTED, None)
                 return False
             if reply == "always":
-                for pattern in step.always or patterns:
+                for pattern in always or patterns:
                     self._always.add((step.permission, pattern))
         await self._run_tool_body(run, part, tool)
         return True

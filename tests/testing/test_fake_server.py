@@ -637,8 +637,8 @@ async def test_permission_round_trip(
     assert props["sessionID"] == sid
     assert props["permission"] == "bash"
     assert props["patterns"] == ["rm -rf build"]
-    assert props["metadata"] == {}
-    assert props["always"] == []
+    assert props["metadata"] == {"command": "rm -rf build"}  # measured defaults for bash
+    assert props["always"] == ["rm *"]
     assert [p["id"] for p in (await client.get("/permission")).json()] == [props["id"]]
     assert fake.sessions[sid].busy
 
