@@ -45,6 +45,8 @@ SUITES = {"test_contract.py": "contract", "test_differential.py": "differential"
 @dataclass
 class Outcome:
     version: str
+    #: False for a release the matrix runs but the adapter warns about (releases.toml).
+    supported: bool = True
     install_seconds: float = 0.0
     start_seconds: float | None = None
     pytest_seconds: float = 0.0
@@ -98,8 +100,8 @@ def count(junit: Path) -> dict[str, Counter[str]]:
     return counts
 
 
-def run_release(version: str, extra_args: list[str]) -> Outcome:
-    outcome = Outcome(version)
+def run_release(version: str, supported: bool, extra_args: list[str]) -> Outcome:
+    outcome = Outcome(version, supported)
     print(f"\n===== OpenCode {version} =====", flush=True)
     began = time.monotonic()
     try:
@@ -162,7 +164,7 @@ def table(outcomes: list[Outcome]) -> str:
             start = "NO"
         rows.append(
             [
-                o.version,
+                o.version if o.supported else f"{o.version} (unsupported)",
                 "ok" if o.ok else f"FAILED ({o.problem})",
                 start,
                 cell(o.counts.get("contract")),
@@ -187,14 +189,16 @@ def main() -> int:
     )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
-    listed = [r["version"] for r in load_releases()["release"]]
+    releases = load_releases()["release"]
+    listed = [r["version"] for r in releases]
+    supported = {r["version"]: r.get("supported", True) for r in releases}
     wanted = [v for item in args.release for v in item.replace(",", " ").split()]
     unknown = sorted(set(wanted) - set(listed))
     if unknown:
         parser.error(f"not in {RELEASES_FILE.relative_to(ROOT)}: {', '.join(unknown)}")
     versions = [v for v in listed if v in wanted] if wanted else listed
     began = time.monotonic()
-    outcomes = [run_release(v, args.pytest_args) for v in versions]
+    outcomes = [run_release(v, supported[v], args.pytest_args) for v in versions]
     total = Counter[str]()
     for outcome in outcomes:
         for tally in outcome.counts.values():
