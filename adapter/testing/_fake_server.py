@@ -85,6 +85,7 @@ import contextlib
 import fnmatch
 import json
 import math
+import posixpath
 import random
 import re
 import time
@@ -94,7 +95,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 import httpx
 
@@ -377,6 +378,11 @@ class FakeSession:
         return bool(self.status["type"] != "idle")
 
     @property
+    def directory(self) -> str:
+        """The session's directory: its events go to that directory's streams."""
+        return str(self.info["directory"])
+
+    @property
     def title(self) -> str:
         """The session title."""
         return str(self.info["title"])
@@ -477,6 +483,15 @@ def _json_response(status: int, body: Any) -> httpx.Response:
         content=json.dumps(body, separators=(",", ":")).encode(),
         headers={"content-type": "application/json"},
     )
+
+
+def _resolve_directory(value: str, cwd: str) -> str:
+    """``value`` as the real server resolves a request's directory (measured on 1.18.34):
+    relative to ``cwd``, with ``.``, ``..`` and a trailing ``/`` removed. The directory
+    need not exist."""
+    resolved = posixpath.normpath(posixpath.join(cwd, value))
+    # POSIX keeps a leading "//"; Node's path.resolve (the server's) does not.
+    return "/" + resolved.lstrip("/")
 
 
 def _not_found(message: str) -> httpx.Response:
@@ -660,11 +675,12 @@ class _Transport(httpx.AsyncBaseTransport):
 
 
 class _Subscriber:
-    __slots__ = ("closed", "queue")
+    __slots__ = ("closed", "directory", "queue")
 
-    def __init__(self) -> None:
+    def __init__(self, directory: str) -> None:
         self.queue: asyncio.Queue[object] = asyncio.Queue()
         self.closed = False
+        self.directory = directory
 
 
 class _EventStream(httpx.AsyncByteStream):
@@ -743,7 +759,10 @@ class FakeOpenCodeServer:
         seed: seed for ids, slugs and jitter (deterministic runs).
         heartbeat: seconds between ``server.heartbeat`` events on idle streams
             (``None``: no heartbeats).
-        directory: the project directory reported in sessions.
+        directory: the server's working directory: that of requests naming none
+            (no ``?directory=``, no ``x-opencode-directory`` header), and the base of
+            relative ones. Sessions, statuses, pending requests and event streams are
+            scoped by directory like on the real server (see the module docstring).
         provider_id, model_id: the model reported when a prompt names none.
         event_history: how many emitted events :attr:`events` keeps.
     """
@@ -768,7 +787,8 @@ class FakeOpenCodeServer:
         self.latency = latency
         self.jitter = jitter
         self.heartbeat = heartbeat
-        self.directory = directory
+        self.directory = _resolve_directory(directory, "/")
+        """The server's working directory (normalised like a request's)."""
         self.provider_id = provider_id
         self.model_id = model_id
         self.summary_text = "Summary of the conversation so far."
@@ -786,6 +806,7 @@ class FakeOpenCodeServer:
         self._sessions: dict[str, FakeSession] = {}
         self._deleted: dict[str, FakeSession] = {}  # deleted while busy: still abortable
         self._non_idle: dict[str, JSON] = {}
+        self._directory_of: dict[str, str] = {}  # session id -> directory, deleted ones too
         self._scripts: dict[str, tuple[Step, ...]] = {"default": (Text("ok"),)}
         self._requests_pending: dict[str, _PendingRequest] = {}
         self._always: set[tuple[str, str]] = set()  # (permission, pattern) replied "always"
@@ -855,15 +876,26 @@ class FakeOpenCodeServer:
         busy: bool = False,
         *,
         emit: bool = False,
+        directory: str | None = None,
     ) -> str:
         """Create a session directly (no request; no events unless ``emit``); return its id.
 
         ``busy=True`` marks it busy without a running script (an abort then emits
-        ``session.error`` MessageAbortedError and goes idle).
+        ``session.error`` MessageAbortedError and goes idle). ``directory`` (resolved
+        like a request's) defaults to the parent's, else to :attr:`directory`.
         """
-        if parent_id is not None and parent_id not in self._sessions:
-            raise KeyError(f"unknown parent session {parent_id!r}")
-        session = self._create_session(parent_id, title, emit=emit)
+        parent = None
+        if parent_id is not None:
+            parent = self._sessions.get(parent_id)
+            if parent is None:
+                raise KeyError(f"unknown parent session {parent_id!r}")
+        if directory is not None:
+            directory = _resolve_directory(directory, self.directory)
+        elif parent is not None:
+            directory = parent.directory
+        else:
+            directory = self.directory
+        session = self._create_session(parent_id, title, directory, emit=emit)
         if busy:
             self._set_status(session, _BUSY, emit=emit)
         return session.id
@@ -886,9 +918,22 @@ class FakeOpenCodeServer:
         else:
             self._set_status(session, dict(status))
 
-    def emit(self, type: str, properties: Mapping[str, Any] | None = None) -> JSON:
-        """Emit an arbitrary event to every stream; return its envelope."""
-        return self._emit(type, dict(properties or {}))
+    def emit(
+        self,
+        type: str,
+        properties: Mapping[str, Any] | None = None,
+        *,
+        directory: str | None = None,
+    ) -> JSON:
+        """Emit an arbitrary event; return its envelope.
+
+        Like every event it goes to the streams of ``directory``, by default to those of
+        the directory of the session named by ``properties["sessionID"]``; an event about
+        no session the fake knows goes to every stream.
+        """
+        if directory is not None:
+            directory = _resolve_directory(directory, self.directory)
+        return self._emit(type, dict(properties or {}), directory=directory)
 
     def emit_raw(self, data: bytes) -> None:
         """Write ``data`` verbatim to every stream (include the SSE framing yourself)."""
@@ -1074,14 +1119,21 @@ class FakeOpenCodeServer:
     def _frame(envelope: JSON) -> bytes:
         return b"data: " + json.dumps(envelope, separators=(",", ":")).encode() + b"\n\n"
 
-    def _emit(self, type: str, properties: JSON) -> JSON:
+    def _emit(self, type: str, properties: JSON, *, directory: str | None = None) -> JSON:
+        """Send an event to the streams of its directory: ``directory``, else that of the
+        session it is about. Measured: a stream gets only the events of its directory's
+        sessions, wherever the request that caused them came from."""
         envelope = self._envelope(type, properties)
         self._event_seq += 1
         self.events.append(envelope)
         if self._subscribers:
+            session_id = properties.get("sessionID")
+            if directory is None and isinstance(session_id, str):
+                directory = self._directory_of.get(session_id)
             frame = self._frame(envelope)
             for sub in self._subscribers:
-                sub.queue.put_nowait(frame)
+                if directory is None or sub.directory == directory:
+                    sub.queue.put_nowait(frame)
         waiters = self._event_waiters.get(type)
         if waiters:
             for check, future in list(waiters):
@@ -1119,6 +1171,7 @@ class FakeOpenCodeServer:
         self,
         parent_id: str | None,
         title: str | None,
+        directory: str,
         *,
         emit: bool = True,
         agent: str | None = None,
@@ -1137,8 +1190,8 @@ class FakeOpenCodeServer:
             "id": session_id,
             "slug": slug,
             "projectID": "global",
-            "directory": self.directory,
-            "path": self.directory.lstrip("/"),
+            "directory": directory,
+            "path": directory.lstrip("/"),
         }
         if parent_id is not None:
             info["parentID"] = parent_id
@@ -1155,6 +1208,7 @@ class FakeOpenCodeServer:
             info["permission"] = permission
         session = FakeSession(session_id, parent_id, info)
         self._sessions[session_id] = session
+        self._directory_of[session_id] = directory
         parent = self._sessions.get(parent_id) if parent_id is not None else None
         if parent is not None:
             parent._children[session_id] = None
@@ -1417,7 +1471,7 @@ class FakeOpenCodeServer:
             "role": "assistant",
             "mode": agent,
             "agent": agent,
-            "path": {"cwd": self.directory, "root": "/"},
+            "path": {"cwd": session.directory, "root": "/"},
         }
         if agent == "compaction":
             info["summary"] = True
@@ -1673,9 +1727,11 @@ class FakeOpenCodeServer:
 
         def create_child(_pending: JSON) -> JSON:
             # The child exists before the part turns running (same tick as on the real server).
+            # Measured: a task child runs in its parent's directory.
             child = self._create_session(
                 parent.id,
                 f"{step.description} (@{step.subagent_type} subagent)",
+                parent.directory,
                 agent=step.subagent_type,
             )
             child_box.append(child)
@@ -1985,6 +2041,21 @@ class FakeOpenCodeServer:
         query = parse_qs(request.url.query.decode())
         return any(t in self._auth for t in query.get("auth_token", []))
 
+    def _request_directory(self, request: httpx.Request) -> str:
+        """The directory a request is served in (measured on 1.18.34): ``?directory=``,
+        else the ``x-opencode-directory`` header (percent-decoded; raw non-ASCII bytes
+        read as Latin-1, as the real server does), else :attr:`directory`."""
+        query = parse_qs(request.url.query.decode()).get("directory")
+        if query and query[0]:
+            return _resolve_directory(query[0], self.directory)
+        for name, raw in request.headers.raw:
+            if name.lower() == b"x-opencode-directory" and raw:
+                value = raw.decode("latin-1")
+                with contextlib.suppress(UnicodeDecodeError):
+                    value = unquote(value, errors="strict")
+                return _resolve_directory(value, self.directory)
+        return self.directory
+
     async def _body(self, request: httpx.Request) -> JSON:
         raw = await request.aread()
         if not raw:
@@ -2028,7 +2099,7 @@ class FakeOpenCodeServer:
         if head == "global" and parts == ["global", "health"] and method == "GET":
             return _json_response(200, {"healthy": True, "version": OPENCODE_VERSION})
         if head == "event" and n == 1 and method == "GET":
-            return self._open_stream()
+            return self._open_stream(self._request_directory(request))
         if head == "session":
             if n == 1:
                 if method == "POST":
@@ -2036,12 +2107,12 @@ class FakeOpenCodeServer:
                 if method == "GET":
                     return self._list_sessions(request)
             elif n == 2 and parts[1] == "status" and method == "GET":
-                return _json_response(200, self._non_idle)
+                return self._list_status(self._request_directory(request))
             elif n >= 2:
                 return await self._session_route(request, method, parts)
         if head == "permission":
             if n == 1 and method == "GET":
-                return self._list_pending("permission")
+                return self._list_pending("permission", self._request_directory(request))
             if n == 3 and parts[2] == "reply" and method == "POST":
                 bad_id = _expected_prefix(parts[1], "per", "requestID", kind="Params")
                 if bad_id is not None:
@@ -2049,10 +2120,11 @@ class FakeOpenCodeServer:
                 body = await self._body(request)
                 if "reply" not in body:
                     return _invalid("Missing key", "reply")
-                return self._reply_permission(parts[1], body["reply"])
+                directory = self._request_directory(request)
+                return self._reply_permission(parts[1], body["reply"], directory)
         if head == "question":
             if n == 1 and method == "GET":
-                return self._list_pending("question")
+                return self._list_pending("question", self._request_directory(request))
             if n == 3 and method == "POST" and parts[2] in ("reply", "reject"):
                 bad_id = _expected_prefix(parts[1], "que", "requestID", kind="Params")
                 if bad_id is not None:
@@ -2069,7 +2141,8 @@ class FakeOpenCodeServer:
                         if not isinstance(answer, list):
                             got = f"Expected QuestionAnswer, got {_js(answer)}"
                             return _invalid(got, "answers", index)
-                return self._reply_question(parts[1], parts[2], answers)
+                directory = self._request_directory(request)
+                return self._reply_question(parts[1], parts[2], answers, directory)
         return httpx.Response(404, content=b"404 Not Found", headers={"content-type": "text/plain"})
 
     async def _session_route(
@@ -2135,7 +2208,7 @@ class FakeOpenCodeServer:
             return await self._summarize(request, session)
         # legacy: POST /session/{id}/permissions/{permissionID} {response}
         body = await self._body(request)
-        return self._reply_permission(rest[1], body.get("response"))
+        return self._reply_permission(rest[1], body.get("response"), None)
 
     async def _post_session(self, request: httpx.Request) -> httpx.Response:
         # Measured: this route answers any invalid body (malformed JSON included) with a
@@ -2156,13 +2229,24 @@ class FakeOpenCodeServer:
         permission = body.get("permission")
         if permission is not None and not isinstance(permission, list):
             return invalid
-        session = self._create_session(parent_id, title, permission=permission)
+        # Measured: the session (a child by ``parentID`` too) gets the request's directory.
+        directory = self._request_directory(request)
+        session = self._create_session(parent_id, title, directory, permission=permission)
         return _json_response(200, session.info)
 
     def _list_sessions(self, request: httpx.Request) -> httpx.Response:
         query = parse_qs(request.url.query.decode())
         roots = query.get("roots", ["false"])[0] == "true"
-        infos = [s.info for s in self._sessions.values() if not (roots and s.parent_id is not None)]
+        # Measured: sessions of every directory, unless ``?directory=`` names one (the
+        # header does not filter).
+        only = query.get("directory", [""])[0]
+        directory = _resolve_directory(only, self.directory) if only else None
+        infos = [
+            s.info
+            for s in self._sessions.values()
+            if not (roots and s.parent_id is not None)
+            and (directory is None or s.directory == directory)
+        ]
         # Measured: most recently updated first; on a tie the newer session first
         # (ids sort that way: they count down).
         infos.sort(key=lambda info: (-info["time"]["updated"], info["id"]))
@@ -2393,16 +2477,40 @@ class FakeOpenCodeServer:
         await asyncio.shield(prompt.future)
         return _json_response(200, True)
 
-    def _list_pending(self, kind: str) -> httpx.Response:
+    def _list_status(self, directory: str) -> httpx.Response:
+        """Measured: the non-idle sessions of the request's directory only."""
+        of = self._directory_of
         return _json_response(
-            200, [r.payload for r in self._requests_pending.values() if r.kind == kind]
+            200, {sid: st for sid, st in self._non_idle.items() if of.get(sid) == directory}
         )
 
-    def _reply_permission(self, request_id: str, reply: Any) -> httpx.Response:
+    def _in_directory(self, pending: _PendingRequest, directory: str | None) -> bool:
+        return directory is None or self._directory_of.get(pending.session_id) == directory
+
+    def _list_pending(self, kind: str, directory: str) -> httpx.Response:
+        """Measured: the pending requests of the request directory's sessions only."""
+        return _json_response(
+            200,
+            [
+                r.payload
+                for r in self._requests_pending.values()
+                if r.kind == kind and self._in_directory(r, directory)
+            ],
+        )
+
+    def _reply_permission(
+        self, request_id: str, reply: Any, directory: str | None
+    ) -> httpx.Response:
+        """``directory``: the request's (measured: a request of another directory is not
+        found); ``None`` for the legacy route, whose scoping was not measured."""
         if reply not in ("once", "always", "reject"):
             return _invalid(f'Expected "once" | "always" | "reject", got {_js(reply)}', "reply")
         pending = self._requests_pending.get(request_id)
-        if pending is None or pending.kind != "permission":
+        if (
+            pending is None
+            or pending.kind != "permission"
+            or not self._in_directory(pending, directory)
+        ):
             return _json_response(
                 404,
                 {
@@ -2421,10 +2529,14 @@ class FakeOpenCodeServer:
         return _json_response(200, True)
 
     def _reply_question(
-        self, request_id: str, action: str, answers: list[Any] | None
+        self, request_id: str, action: str, answers: list[Any] | None, directory: str
     ) -> httpx.Response:
         pending = self._requests_pending.get(request_id)
-        if pending is None or pending.kind != "question":
+        if (
+            pending is None
+            or pending.kind != "question"
+            or not self._in_directory(pending, directory)
+        ):
             return _json_response(
                 404,
                 {
@@ -2447,8 +2559,8 @@ class FakeOpenCodeServer:
             pending.future.set_result(answers)
         return _json_response(200, True)
 
-    def _open_stream(self) -> httpx.Response:
-        sub = _Subscriber()
+    def _open_stream(self, directory: str) -> httpx.Response:
+        sub = _Subscriber(directory)
         self._subscribers.add(sub)
         first = self._frame(self._envelope("server.connected", {}))
         stream = _EventStream(self, sub, first, self.heartbeat)

@@ -1701,3 +1701,188 @@ async def test_a_hanging_model_call_has_started_its_step(
     await log.wait_for(lambda _e: labels(log, sid)[-1:] == ["part:step-start"])
     await client.post(f"/session/{sid}/abort")
     assert [p["type"] for p in fake.sessions[sid].messages[-1].parts] == ["step-start"]
+
+
+# --------------------------------------------------------------- directories (measured)
+
+HOME = "/home/user/project"  # the fake's default directory
+OTHER = "/srv/other"
+DIR = "x-opencode-directory"
+
+
+def in_directory(fake: FakeOpenCodeServer, directory: str, *, query: bool = False) -> Any:
+    """A client whose requests are served in ``directory`` (header, or ``?directory=``)."""
+    if query:
+        return httpx.AsyncClient(
+            transport=fake.transport, base_url=BASE, params={"directory": directory}
+        )
+    return httpx.AsyncClient(transport=fake.transport, base_url=BASE, headers={DIR: directory})
+
+
+async def created_in(client: httpx.AsyncClient, **request: Any) -> str:
+    response = await client.post("/session", json={"title": "t"}, **request)
+    assert response.status_code == 200
+    info: JSON = response.json()
+    assert info["path"] == info["directory"].lstrip("/")
+    assert info["projectID"] == "global"
+    return str(info["directory"])
+
+
+async def test_a_session_takes_the_directory_of_its_request_normalised(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    assert fake.directory == HOME
+    assert await created_in(client) == HOME
+    assert await created_in(client, headers={DIR: OTHER}) == OTHER
+    assert await created_in(client, headers={DIR: OTHER + "/"}) == OTHER
+    assert await created_in(client, headers={DIR: OTHER + "/./"}) == OTHER
+    assert await created_in(client, headers={DIR: "/srv/x/../other"}) == OTHER
+    assert await created_in(client, headers={DIR: "relative/dir"}) == HOME + "/relative/dir"
+    assert await created_in(client, headers={DIR: "/does/not/exist"}) == "/does/not/exist"
+    # The query parameter wins over the header.
+    both = {"headers": {DIR: HOME}, "params": {"directory": OTHER}}
+    assert await created_in(client, **both) == OTHER
+    # Non-ASCII: percent-encoded in the header or in the query; raw UTF-8 header bytes are
+    # read as Latin-1 (the adapter's client therefore uses the query for such paths).
+    assert await created_in(client, headers={DIR: "%2Fsrv%2Fcaf%C3%A9"}) == "/srv/café"
+    assert await created_in(client, headers={DIR: "/srv/caf%C3%A9"}) == "/srv/café"
+    assert await created_in(client, params={"directory": "/srv/café"}) == "/srv/café"
+    raw = {DIR: "/srv/café".encode()}
+    assert await created_in(client, headers=raw) == "/srv/café".encode().decode("latin-1")
+    # A child created through the API gets its request's directory, not its parent's.
+    parent = await new_session(client)
+    child = await client.post("/session", json={"parentID": parent["id"]}, headers={DIR: OTHER})
+    assert child.json()["directory"] == OTHER
+    assert fake.sessions[child.json()["id"]].directory == OTHER
+
+
+async def test_a_task_child_runs_in_its_parents_directory(fake: FakeOpenCodeServer) -> None:
+    fake.script("kid", [Text("kid done")])
+    fake.script("root", [Task("explore", "kid"), Text("root done")])
+    async with in_directory(fake, OTHER) as other:
+        sid = await new_session(other)
+    async with fake.client() as home:
+        await prompt(home, sid["id"], "[[script:root]]")  # sent in another directory
+        await fake.wait_for_event(
+            "session.idle", lambda e: e["properties"]["sessionID"] == sid["id"]
+        )
+    (child_id,) = fake.sessions[sid["id"]].children
+    assert fake.sessions[child_id].directory == OTHER
+    (assistant,) = [m for m in fake.sessions[child_id].messages if m.role == "assistant"]
+    assert assistant.info["path"] == {"cwd": OTHER, "root": "/"}
+
+
+async def test_an_event_stream_gets_only_its_directorys_sessions(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+) -> None:
+    fake.script("kid", [Text("kid done")])
+    fake.script("root", [Task("explore", "kid"), Text("root done")])
+    async with (
+        in_directory(fake, OTHER, query=True) as by_query,
+        in_directory(fake, OTHER + "/") as by_header,
+        in_directory(fake, HOME) as home_by_header,
+    ):
+        other_logs = [await EventLog(by_query).start(fake), await EventLog(by_header).start(fake)]
+        home_log = await EventLog(home_by_header).start(fake)
+        mine = (await new_session(client))["id"]
+        theirs = (await new_session(by_header))["id"]
+        # Events follow the session's directory, not the directory of the request.
+        assert (await prompt(client, theirs, "[[script:root]]")).status_code == 204
+        for other_log in other_logs:
+            await run_to_end(other_log, theirs)
+        (child,) = fake.sessions[theirs].children
+        for events in (log, home_log):
+            assert {e["properties"].get("sessionID") for e in events.events[1:]} == {mine}
+            assert [e["type"] for e in events.events] == ["server.connected", "session.created"]
+        for other_log in other_logs:
+            about = {e["properties"].get("sessionID") for e in other_log.events[1:]}
+            assert about == {theirs, child}
+        # An event about no known session goes to every stream.
+        fake.emit("custom.everyone", {"n": 1})
+        fake.emit("custom.home", {"n": 2}, directory=HOME + "/")
+        for events in (log, home_log, *other_logs):
+            await events.wait_for(lambda e: e["type"] == "custom.everyone")
+        await log.wait_for(lambda e: e["type"] == "custom.home")
+        for other_log in other_logs:
+            assert "custom.home" not in [e["type"] for e in other_log.events]
+        for events in (home_log, *other_logs):
+            await events.stop()
+
+
+async def test_listing_spans_directories_unless_the_query_names_one(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    mine = (await new_session(client))["id"]
+    theirs = (await new_session(client, parentID=mine))["id"]
+    other = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    listed = (await client.get("/session", headers={DIR: OTHER})).json()
+    assert {s["id"] for s in listed} == {mine, theirs, other}
+    only = (await client.get("/session", params={"directory": OTHER + "/"})).json()
+    assert [s["id"] for s in only] == [other]
+    both = {"params": {"directory": OTHER}, "headers": {DIR: HOME}}
+    assert [s["id"] for s in (await client.get("/session", **both)).json()] == [other]
+    # Routes that name a session answer it in any directory.
+    got = await client.get(f"/session/{other}", headers={DIR: HOME})
+    assert got.status_code == 200
+    assert got.json()["directory"] == OTHER
+
+
+async def test_status_and_pending_requests_are_those_of_the_request_directory(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    bash = Tool("bash", {"command": "pwd", "description": "where"}, output="/p\n")
+    fake.script("ask", [Permission("bash", ["pwd"], always=["pwd *"], tool=bash), Text("ok")])
+    fake.script("question", [Question([{"question": "Which?", "options": []}]), Text("ok")])
+    fake.script("hang", [Hang()])
+    asker = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    questioner = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    hanging = (await new_session(client))["id"]
+    other_hang = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    await prompt(client, asker, "[[script:ask]]")
+    await prompt(client, questioner, "[[script:question]]")
+    await prompt(client, hanging, "[[script:hang]]")
+    await prompt(client, other_hang, "[[script:hang]]")  # busy in OTHER, prompted from HOME
+    await fake.wait_until(lambda: len(fake.sessions[asker].pending_requests) == 1)
+    await fake.wait_until(lambda: len(fake.sessions[questioner].pending_requests) == 1)
+
+    home_status = (await client.get("/session/status")).json()
+    other_status = (await client.get("/session/status", params={"directory": OTHER})).json()
+    assert set(home_status) == {hanging}
+    assert set(other_status) == {asker, questioner, other_hang}
+    assert (await client.get("/permission")).json() == []
+    assert (await client.get("/question")).json() == []
+    (permission,) = (await client.get("/permission", headers={DIR: OTHER})).json()
+    (question,) = (await client.get("/question", headers={DIR: OTHER})).json()
+    assert (permission["sessionID"], question["sessionID"]) == (asker, questioner)
+
+    # A reply sent in another directory does not find the request; it stays pending.
+    wrong = await client.post(f"/permission/{permission['id']}/reply", json={"reply": "once"})
+    assert wrong.status_code == 404
+    assert wrong.json()["_tag"] == "PermissionNotFoundError"
+    wrong = await client.post(f"/question/{question['id']}/reply", json={"answers": [["A"]]})
+    assert wrong.status_code == 404
+    assert wrong.json()["_tag"] == "QuestionNotFoundError"
+    assert len(fake.sessions[asker].pending_requests) == 1
+    right = {"headers": {DIR: OTHER}}
+    ok = await client.post(f"/permission/{permission['id']}/reply", json={"reply": "once"}, **right)
+    assert (ok.status_code, ok.json()) == (200, True)
+    ok = await client.post(f"/question/{question['id']}/reply", json={"answers": [["A"]]}, **right)
+    assert (ok.status_code, ok.json()) == (200, True)
+    await idle(fake, asker)
+    await idle(fake, questioner)
+    for sid in (hanging, other_hang):
+        await client.post(f"/session/{sid}/abort")
+
+
+async def test_the_default_directory_is_normalised_and_add_session_follows_the_parent() -> None:
+    async with FakeOpenCodeServer(directory="/srv/p/./") as fake:
+        assert fake.directory == "/srv/p"
+        root = fake.add_session()
+        child = fake.add_session(root)
+        elsewhere = fake.add_session(directory="sub/")
+        nested = fake.add_session(elsewhere)
+        assert fake.sessions[root].directory == fake.sessions[child].directory == "/srv/p"
+        assert fake.sessions[elsewhere].directory == fake.sessions[nested].directory
+        assert fake.sessions[nested].info["path"] == "srv/p/sub"
+        async with fake.client() as client:
+            assert (await client.post("/session", json={})).json()["directory"] == "/srv/p"
