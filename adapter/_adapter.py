@@ -153,6 +153,7 @@ class OpenCodeAdapter:
         self._server_dead = False
         self._server_version: str | None = None
         self._version_checked = False
+        self._version_warning: str | None = None  # emitted on the next thread started
 
     def __repr__(self) -> str:
         return (
@@ -286,6 +287,8 @@ class OpenCodeAdapter:
         directory = directory if directory is not None else self._directory
         client = self._client_for(directory)
         pump = self._pump_for(directory, client)
+        if not self._version_checked:
+            await self._check_server_version(client)
         session_id: str | None = None
         resumed_id = _cursor_session(resume)
         if resume is not None and resumed_id is None:
@@ -337,16 +340,20 @@ class OpenCodeAdapter:
         self._emit(SessionEvent(type="thread.started", thread_id=thread_id, session_id=session_id))
         if warning is not None:
             self._emit(RuntimeEvent(type="runtime.warning", thread_id=thread_id, message=warning))
-        if not self._version_checked:
-            await self._check_server_version(client, thread_id)
+        if self._version_warning is not None:
+            message, self._version_warning = self._version_warning, None
+            self._emit(RuntimeEvent(type="runtime.warning", thread_id=thread_id, message=message))
         if resumed_id is not None and session_id == resumed_id:
             # The stream has no replay: requests raised before we connected are listed.
             self._tasks.spawn(self._recover_pending(pump), name=f"recover:{thread_id}")
         _log.info("adapter.session_started", thread_id=thread_id, session_id=session_id)
         return thread.info()
 
-    async def _check_server_version(self, client: OpenCodeClient, thread_id: str) -> None:
+    async def _check_server_version(self, client: OpenCodeClient) -> None:
         """Read the server's version once; warn (once) if no tested release reports it.
+
+        Runs before a start creates anything, so a cancelled start leaves no thread
+        behind; the warning goes out with the first thread that starts.
 
         A server that answers without a usable version (no field, a malformed body,
         no health route) is warned about too. A failed request (transport error,
@@ -363,11 +370,13 @@ class OpenCodeAdapter:
             self._version_checked = False
             _log.warning("adapter.version_unknown", error=str(exc))
             return
+        except BaseException:  # a cancelled start: the next connect asks again
+            self._version_checked = False
+            raise
         self._server_version = version
-        message = untested_version_warning(version)
-        if message is not None:
+        self._version_warning = untested_version_warning(version)
+        if self._version_warning is not None:
             _log.warning("adapter.untested_server", version=version)
-            self._emit(RuntimeEvent(type="runtime.warning", thread_id=thread_id, message=message))
 
     async def _discard(self, thread: ThreadState) -> None:
         """Undo a start that did not complete: forget the thread, abort what it created."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter
+from adapter import OpenCodeAdapter, RequestError
 from adapter._compat import (
     TESTED_NEWEST,
     TESTED_OLDEST,
@@ -208,3 +209,40 @@ async def test_a_health_transport_error_does_not_change_connect(
     assert done.state == "completed"
     assert rec.of("runtime.warning") == []
     assert oc.server_version is None
+
+
+async def test_a_start_cancelled_during_the_check_leaves_nothing_and_the_next_checks(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    calls: list[httpx.Request] = []
+    never = asyncio.Event()
+
+    async def hold_the_first(request: httpx.Request) -> None:
+        calls.append(request)
+        if len(calls) == 1:
+            await never.wait()
+
+    fake.on("GET", "/global/health", hold_the_first)
+    start = asyncio.create_task(oc.start_session(T))
+    async with asyncio.timeout(2):
+        while not calls:
+            await asyncio.sleep(0.01)
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    assert not oc.has_session(T) and fake.sessions == {}
+    await oc.start_session("thread-2")
+    assert len(calls) == 2 and oc.server_version == OPENCODE_VERSION
+
+
+async def test_the_warning_goes_out_with_the_first_thread_that_starts(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    health_reports(fake, {"healthy": True, "version": "1.19.0"})
+    fake.fail("POST", "/session", 500, times=1)
+    with pytest.raises(RequestError):
+        await oc.start_session(T)
+    await oc.start_session("thread-2")
+    await rec.settle()
+    warnings = rec.of("runtime.warning")
+    assert [(w.thread_id, "1.19.0" in w.message) for w in warnings] == [("thread-2", True)]
