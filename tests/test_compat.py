@@ -80,6 +80,11 @@ def test_the_range_matches_the_release_matrix_and_the_pins() -> None:
     assert min(tested) == TESTED_OLDEST  # type: ignore[type-var]
     assert max(tested) == TESTED_NEWEST  # type: ignore[type-var]
     assert str(TESTED_NEWEST) == PINNED_VERSION == OPENCODE_VERSION == data["pinned"]
+    root = Path(__file__).parent.parent
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    installer = (root / "scripts" / "install-opencode.sh").read_text(encoding="utf-8")
+    assert f"OPENCODE_VERSION := {PINNED_VERSION}\n" in makefile
+    assert f'PINNED_VERSION="{PINNED_VERSION}"\n' in installer
 
 
 # ------------------------------------------------------------------ the adapter's check
