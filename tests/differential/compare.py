@@ -2,8 +2,9 @@
 
 Checks, in this order: driver problems, status codes, OpenAPI validity of every JSON
 body and event (both targets), normalised response bodies, normalised state, the set
-of event types, and the scenario's event-order constraints (plus two universal ones)
-on both streams. Every finding is a :class:`Divergence`; the registry of harmless
+of event types, which directory's stream carried which session's events (scenarios
+with other directories), and the scenario's event-order constraints (plus two
+universal ones) on both streams. Every finding is a :class:`Divergence`; the registry of harmless
 ones is applied before, by normalisation (:mod:`.divergences`).
 """
 
@@ -28,7 +29,8 @@ class Divergence:
 
     scenario: str
     kind: str
-    """``driver``, ``status``, ``schema``, ``body``, ``state``, ``event-types`` or ``order``."""
+    """``driver``, ``status``, ``schema``, ``body``, ``state``, ``event-types``, ``streams``
+    or ``order``."""
     where: str
     path: str = ""
     fake: Any = None
@@ -38,7 +40,7 @@ class Divergence:
         head = f"[{self.kind}] {self.where}"
         if self.path:
             head += f" @ {self.path}"
-        if self.kind in ("status", "body", "state", "event-types"):
+        if self.kind in ("status", "body", "state", "event-types", "streams"):
             head += f": fake={_show(self.fake)} real={_show(self.real)}"
         return head
 
@@ -119,8 +121,8 @@ def compare(
     for rec in (fake, real):
         out.extend(Divergence(name, "driver", f"{rec.target}: {p}") for p in rec.problems)
 
-    norm_fake = Normaliser(known_ids(fake), [fake.directory])
-    norm_real = Normaliser(known_ids(real), [real.directory])
+    norm_fake = Normaliser(known_ids(fake), directory_placeholders(fake))
+    norm_real = Normaliser(known_ids(real), directory_placeholders(real))
     # State first, so ids are numbered in the same (structural) order on both sides.
     state_fake, state_real = norm_fake(fake.state), norm_real(real.state)
 
@@ -156,10 +158,38 @@ def compare(
     for t in sorted(types_fake - types_real):
         out.append(Divergence(name, "event-types", "event types", t, "emitted", MISSING))
 
+    if len(fake.streams) > 1 or len(real.streams) > 1:
+        for d in diff(stream_contents(fake), stream_contents(real)):
+            out.append(Divergence(name, "streams", "event streams", d.path, d.fake, d.real))
+
     for rec, events in ((fake, events_fake), (real, events_real)):
         constraints = [*scenario.constraints, *universal_constraints(rec)]
         for violation in check(constraints, events, rec.ids):
             out.append(Divergence(name, "order", f"{rec.target}: {violation}"))
+    return out
+
+
+def directory_placeholders(rec: Recording) -> dict[str, str]:
+    """The target's own directory becomes ``<dir>``, another one ``<dir:NAME>``."""
+    named = {path: f"<dir:{name}>" for name, path in rec.directories.items()}
+    return {rec.directory: "<dir>", **named}
+
+
+def stream_contents(rec: Recording) -> dict[str, dict[str, list[str]]]:
+    """Per directory's stream: the scenario's sessions it carried events of (by alias),
+    each with the (non-noise) types of those events."""
+    alias_of = {sid: alias for alias, sid in rec.ids.items()}
+    out: dict[str, dict[str, list[str]]] = {}
+    for stream, events in rec.streams.items():
+        seen: dict[str, set[str]] = {}
+        for event in events:
+            kind = str(event.get("type"))
+            if is_noise(kind):
+                continue
+            for sid in event_sessions(event):
+                if sid in alias_of:
+                    seen.setdefault(alias_of[sid], set()).add(kind)
+        out[stream] = {alias: sorted(kinds) for alias, kinds in sorted(seen.items())}
     return out
 
 

@@ -30,7 +30,8 @@ KEEP = object()
 class Context(Protocol):
     """What rules need from the normaliser of one target's recording."""
 
-    directories: tuple[str, ...]
+    directories: tuple[tuple[str, str], ...]
+    """(path, placeholder) pairs, longest path first."""
 
     def placeholder(self, raw_id: str) -> str: ...
 
@@ -57,8 +58,8 @@ def _strings(path: tuple[str, ...], value: Any, ctx: Context) -> Any:
     if not isinstance(value, str):
         return KEEP
     out = ID_RE.sub(lambda m: ctx.placeholder(m.group(0)), value)
-    for directory in ctx.directories:
-        out = out.replace(directory, "<dir>")
+    for directory, placeholder in ctx.directories:
+        out = out.replace(directory, placeholder)
     return ISO_RE.sub("<iso>", out)
 
 

@@ -8,7 +8,8 @@ Each scenario (:mod:`.scenarios`) is written once in a neutral language
 real server driven by the scripted model — by this driver, which records:
 
 * every request of the scenario: its status and JSON body;
-* the whole ``/event`` stream of the scenario's directory (subscribed before it starts);
+* the whole ``/event`` stream of the scenario's directory (subscribed before it starts),
+  and of each other directory the scenario names (:data:`.language.Directory`);
 * the state afterwards: the scenario's sessions and their tree, ``/session/status``,
   stored messages and parts, pending ``/permission`` and ``/question`` requests.
 
@@ -27,6 +28,7 @@ import contextlib
 import json
 import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ from .language import (
     WaitFor,
     WaitIdle,
     WaitModelCall,
+    directories,
     fake_steps,
     model_steps,
 )
@@ -58,6 +61,9 @@ QUIET = 0.3
 WAIT = 15.0
 """Upper bound of every wait (generous: a first prompt on a fresh server takes ~2 s)."""
 HTTP_TIMEOUT = 30.0
+DIRECTORY_HEADER = "x-opencode-directory"
+MAIN = "main"
+"""The name of the target's own directory's stream in :attr:`Recording.streams`."""
 
 
 @dataclass
@@ -80,10 +86,15 @@ class Recording:
 
     target: str
     directory: str
+    directories: dict[str, str] = field(default_factory=dict)
+    """Other directory name → its path on this target (see :data:`.language.Directory`)."""
     ids: dict[str, str] = field(default_factory=dict)
     """alias → session id, for every session of the scenario (explicit and derived)."""
     exchanges: list[Exchange] = field(default_factory=list)
     events: list[JSON] = field(default_factory=list)
+    """Every stream's events, in arrival order (one stream unless other directories)."""
+    streams: dict[str, list[JSON]] = field(default_factory=dict)
+    """Stream name (:data:`MAIN` or another directory's name) → its events."""
     state: JSON = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     """Driver-level failures (a wait that timed out), reported as divergences."""
@@ -97,6 +108,9 @@ class Target(Protocol):
     directory: str
 
     def client(self) -> httpx.AsyncClient: ...
+
+    def other_directory(self, name: str) -> str:
+        """A path for the other directory ``name``, fresh for each call (scenario)."""
 
     def install(self, scripts: Mapping[str, Sequence[Turn]], names: Mapping[str, str]) -> None:
         """Register the fake's scripts (run names) before the scenario."""
@@ -127,6 +141,9 @@ class FakeTarget:
             timeout=HTTP_TIMEOUT,
             headers={"x-opencode-directory": self.directory},
         )
+
+    def other_directory(self, name: str) -> str:
+        return f"/home/user/{name}"
 
     def install(self, scripts: Mapping[str, Sequence[Turn]], names: Mapping[str, str]) -> None:
         for local, turns in scripts.items():
@@ -171,6 +188,12 @@ class RealTarget:
             headers={"x-opencode-directory": self.directory},
         )
 
+    def other_directory(self, name: str) -> str:
+        # Beside the project, in the server's private root (removed when it closes).
+        path = self.server.directory.parent / f"{name}-{uuid.uuid4().hex[:6]}"
+        path.mkdir()
+        return str(path)
+
     def install(self, scripts: Mapping[str, Sequence[Turn]], names: Mapping[str, str]) -> None:
         for local, turns in scripts.items():
             self.model.script(names[local], model_steps(turns, names))
@@ -202,32 +225,43 @@ class RealTarget:
 
 
 class EventLog:
-    """Reads one ``/event`` stream into a list; waits on it."""
+    """Reads the ``/event`` stream of the client's directory, and of each of ``others``
+    (name → path), into lists; waits on all of them."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    def __init__(self, client: httpx.AsyncClient, others: Mapping[str, str] | None = None) -> None:
         self._client = client
+        self._others = dict(others or {})
         self.events: list[JSON] = []
+        self.streams: dict[str, list[JSON]] = {MAIN: [], **{name: [] for name in self._others}}
         self.last_at = time.monotonic()
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self.error: BaseException | None = None
 
     async def start(self) -> None:
-        """Subscribe and wait for ``server.connected`` (so nothing later is missed)."""
-        self._task = asyncio.create_task(self._read())
+        """Subscribe and wait for each ``server.connected`` (so nothing later is missed)."""
+        self._tasks = [asyncio.create_task(self._read(name)) for name in self.streams]
         await self.wait(
-            lambda events: any(e.get("type") == "server.connected" for e in events),
+            lambda _events: all(
+                any(e.get("type") == "server.connected" for e in stream)
+                for stream in self.streams.values()
+            ),
             "server.connected",
         )
 
-    async def _read(self) -> None:
+    async def _read(self, name: str) -> None:
+        headers = {} if name == MAIN else {DIRECTORY_HEADER: self._others[name]}
+        stream = self.streams[name]
         try:
-            async with self._client.stream("GET", "/event", timeout=None) as response:
+            async with self._client.stream(
+                "GET", "/event", headers=headers, timeout=None
+            ) as response:
                 async for line in response.aiter_lines():
                     if line.startswith("data:"):
                         with contextlib.suppress(ValueError):
                             event = json.loads(line[5:].strip())
                             if isinstance(event, dict):
+                                stream.append(event)
                                 self.events.append(event)
                                 self.last_at = time.monotonic()
                                 self._changed.set()
@@ -256,10 +290,10 @@ class EventLog:
                 await asyncio.sleep(left)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
-                await self._task
+                await task
 
 
 def run_names(scenario: Scenario, tag: str) -> dict[str, str]:
@@ -297,7 +331,12 @@ class _Run:
         self.target = target
         self.names = names
         self.rec = Recording(target.name, target.directory)
+        self.rec.directories = {
+            name: target.other_directory(name) for name in directories(scenario.actions)
+        }
         self.explicit: dict[str, str] = {}
+        self.created_in: dict[str, str | None] = {}
+        """alias → the other directory it was created in (``None``: the target's own)."""
         self.marks: dict[str, int] = {}
         self.log: EventLog
 
@@ -335,6 +374,19 @@ class _Run:
                     queue.append((f"{alias}/{index}", child))
         return out
 
+    def path_of(self, name: str | None) -> str | None:
+        """The path of the other directory ``name`` (keeping a trailing ``/``)."""
+        if name is None:
+            return None
+        return self.rec.directories[name.rstrip("/")] + ("/" if name.endswith("/") else "")
+
+    def directory_of(self, alias: str) -> str | None:
+        """The directory a session was created in; a derived (task) child is in its parent's."""
+        if alias in self.created_in:
+            return self.created_in[alias]
+        parent = alias.rpartition("/")[0]
+        return self.directory_of(parent) if parent else None
+
     async def wait_session(self, alias: str) -> str:
         await self.log.wait(lambda _events: self._known(alias), f"session {alias}")
         return self.resolve(alias)
@@ -349,9 +401,19 @@ class _Run:
     # ---------------------------------------------------------------- requests
 
     async def request(
-        self, client: httpx.AsyncClient, method: str, path: str, body: Any, label: str, phase: str
+        self,
+        client: httpx.AsyncClient,
+        method: str,
+        path: str,
+        body: Any,
+        label: str,
+        phase: str,
+        directory: str | None = None,
     ) -> Exchange:
         kwargs: dict[str, Any] = {} if body is None else {"json": body}
+        where = self.path_of(directory)
+        if where is not None:
+            kwargs["headers"] = {DIRECTORY_HEADER: where}
         response = await client.request(method, path, **kwargs)
         raw = await response.aread()
         is_json = "json" in response.headers.get("content-type", "")
@@ -379,8 +441,12 @@ class _Run:
                 value = messages[int(index)]["info"]["id"]
             elif kind in ("permission", "question"):
                 sid = self.resolve(rest)
-                pending = (await client.get(f"/{kind}")).json()
+                where = self.path_of(self.directory_of(rest))
+                headers = {} if where is None else {DIRECTORY_HEADER: where}
+                pending = (await client.get(f"/{kind}", headers=headers)).json()
                 value = next(p["id"] for p in pending if p.get("sessionID") == sid)
+            elif kind == "dir":
+                value = urllib.parse.quote(self.path_of(rest) or "", safe="")
             else:
                 raise ValueError(f"unknown template {{{token}}}")
             out = out.replace("{" + token + "}", value)
@@ -407,9 +473,12 @@ class _Run:
             if action.ask_bash:
                 body["permission"] = [{"permission": "bash", "pattern": "*", "action": "ask"}]
             label = f"POST /session ({action.alias})"
-            exchange = await self.request(client, "POST", "/session", body, label, "scenario")
+            exchange = await self.request(
+                client, "POST", "/session", body, label, "scenario", action.directory
+            )
             if exchange.status == 200 and isinstance(exchange.body, dict):
                 self.explicit[action.alias] = str(exchange.body["id"])
+                self.created_in[action.alias] = action.directory
         elif isinstance(action, Prompt):
             sid = await self.wait_session(action.session)
             self.marks[action.session] = len(self.log.events)
@@ -418,12 +487,16 @@ class _Run:
             route = "message" if action.blocking else "prompt_async"
             label = f"POST /session/{{{action.session}}}/{route}"
             path = f"/session/{sid}/{route}"
-            await self.request(client, "POST", path, body, label, "scenario")
+            await self.request(client, "POST", path, body, label, "scenario", action.directory)
         elif isinstance(action, Call):
             path = await self.expand(client, action.path)
             body = await self.expand_body(client, action.body)
             label = f"{action.method} {action.path}"
-            await self.request(client, action.method, path, body, label, "scenario")
+            if action.directory is not None:
+                label += f" in {action.directory}"
+            await self.request(
+                client, action.method, path, body, label, "scenario", action.directory
+            )
         elif isinstance(action, WaitIdle):
             await self.wait_idle(action.session)
         elif isinstance(action, WaitFor):
@@ -508,6 +581,27 @@ class _Run:
             pending = await get(f"/{kind}", f"GET /{kind}")
             items = pending.body if isinstance(pending.body, list) else []
             state[kind] = [p for p in items if p.get("sessionID") in tree]
+        for name in self.rec.directories:
+            # What the other directory's requests see (they are scoped on the real server).
+            where = {DIRECTORY_HEADER: self.rec.directories[name]}
+            scoped_state: JSON = {}
+            for route in ("/session/status", "/permission", "/question"):
+                label = f"GET {route} in {name}"
+                response = await client.get(route, headers=where)
+                value = response.json() if response.status_code == 200 else None
+                self.rec.exchanges.append(
+                    Exchange(label, "GET", route, response.status_code, value, True, "state")
+                )
+                if isinstance(value, dict):
+                    found: Any = sorted(a for a, sid in ids.items() if sid in value)
+                elif isinstance(value, list):
+                    found = sorted(
+                        a for a, sid in ids.items() for p in value if p.get("sessionID") == sid
+                    )
+                else:
+                    found = f"<{response.status_code}>"
+                scoped_state[route] = found
+            state[f"in {name}"] = scoped_state
         self.rec.ids = ids
         self.rec.state = state
 
@@ -516,7 +610,7 @@ class _Run:
     async def run(self) -> Recording:
         started = time.monotonic()
         async with self.target.client() as client:
-            self.log = EventLog(client)
+            self.log = EventLog(client, self.rec.directories)
             await self.log.start()
             try:
                 for index, action in enumerate(self.scenario.actions):
@@ -531,6 +625,7 @@ class _Run:
             finally:
                 await self.log.stop()
         self.rec.events = list(self.log.events)
+        self.rec.streams = {name: list(events) for name, events in self.log.streams.items()}
         self.rec.seconds = time.monotonic() - started
         return self.rec
 

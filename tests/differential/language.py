@@ -16,6 +16,7 @@ model script (see :attr:`Prompt.fresh_history`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -99,6 +100,8 @@ class Create:
     parent: str | None = None
     ask_bash: bool = False
     """Give the session the rule ``bash * ask`` (the real server's way to ask permission)."""
+    directory: str | None = None
+    """Create it in the named other directory (see :data:`Directory`), not the target's own."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ class Prompt:
     script: str
     blocking: bool = False
     fresh_history: bool = False
+    directory: str | None = None
+    """Send it in the named other directory (see :data:`Directory`)."""
 
 
 @dataclass(frozen=True)
@@ -123,12 +128,15 @@ class Call:
 
     ``{alias}`` → the session's id; ``{msg:alias:N}`` → the id of its Nth stored
     message; ``{permission:alias}`` / ``{question:alias}`` → the id of its first
-    pending request. Ids are looked up with unrecorded requests.
+    pending request; ``{dir:NAME}`` → the named directory's path, percent-encoded (for
+    a ``?directory=`` query). Ids are looked up with unrecorded requests.
     """
 
     method: str
     path: str
     body: Any = None
+    directory: str | None = None
+    """Send it in the named other directory (see :data:`Directory`)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,25 @@ class Settle:
 
 
 Action: TypeAlias = Create | Prompt | Call | WaitIdle | WaitFor | WaitModelCall | Settle
+
+Directory: TypeAlias = str
+"""The name of a directory other than the target's own (``"second"``): each target maps it
+to a fresh path of its own for the scenario (a trailing ``/`` in the name is kept in the
+path), sends the request's ``x-opencode-directory`` header with it, and records that
+directory's ``/event`` stream beside its own."""
+
+
+def directories(actions: Sequence[Action]) -> list[Directory]:
+    """The other directories ``actions`` name, without a trailing ``/``, in order."""
+    names: list[str] = []
+    for action in actions:
+        named = [getattr(action, "directory", None)]
+        if isinstance(action, Call):
+            named += re.findall(r"\{dir:([^{}]+)\}", action.path)
+        for name in named:
+            if isinstance(name, str) and name.rstrip("/") not in names:
+                names.append(name.rstrip("/"))
+    return names
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .divergences import KEEP, RULES, Rule
+from .divergences import ID_RE, KEEP, RULES, Rule
 
 MISSING = "<missing>"
 """How a key present on one side only is shown in a diff."""
@@ -25,16 +25,28 @@ class Normaliser:
     def __init__(
         self,
         known: Mapping[str, str] | None = None,
-        directories: Iterable[str] = (),
+        directories: Iterable[str] | Mapping[str, str] = (),
         rules: Iterable[Rule] = RULES,
     ) -> None:
+        """``directories``: paths that become ``<dir>``, or path → its own placeholder
+        (a scenario's other directories must stay told apart)."""
         self._ids: dict[str, str] = dict(known or {})
         self._counters: dict[str, int] = {}
         self._calls: dict[str, str] = {}
-        dirs = {d for d in directories if d}
-        dirs |= {d.lstrip("/") for d in dirs if d.lstrip("/")}
+        named = (
+            dict(directories)
+            if isinstance(directories, Mapping)
+            else dict.fromkeys(directories, "<dir>")
+        )
+        pairs: dict[str, str] = {}
+        for path, placeholder in named.items():
+            for form in (path, path.lstrip("/")):  # ``path`` fields drop the leading "/"
+                if form:
+                    pairs[form] = placeholder
         # Longest first, so a directory is replaced before its own suffix.
-        self.directories: tuple[str, ...] = tuple(sorted(dirs, key=len, reverse=True))
+        self.directories: tuple[tuple[str, str], ...] = tuple(
+            sorted(pairs.items(), key=lambda pair: len(pair[0]), reverse=True)
+        )
         self._rules = tuple(rules)
 
     def placeholder(self, raw_id: str) -> str:
@@ -64,7 +76,9 @@ class Normaliser:
                 value = replaced
                 break
         if isinstance(value, Mapping):
-            return {str(k): self(v, (*path, str(k))) for k, v in value.items()}
+            # Keys can be ids too (``GET /session/status`` maps session ids to statuses).
+            keys = {k: ID_RE.sub(lambda m: self.placeholder(m.group(0)), str(k)) for k in value}
+            return {keys[k]: self(v, (*path, keys[k])) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self(v, (*path, "[]")) for v in value]
         return value

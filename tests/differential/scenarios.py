@@ -468,6 +468,62 @@ SCENARIOS: list[Scenario] = [
         # title request (see the "summary text" rule in divergences.py).
         constraints=[Occurs(On("session.compacted", "root"))],
     ),
+    # ------------------------------------------------------------------ directories
+    # A session lives in the directory of the request that created it ("second/" is
+    # "second"); its events go to that directory's stream only, whichever directory a
+    # later request about it names; a task child runs in its parent's directory, a child
+    # created through the API in its request's. Listings span directories unless
+    # ``?directory=`` names one.
+    Scenario(
+        "directories_sessions_and_streams",
+        [
+            titled("home"),
+            Create("other", "diff other", directory="second"),
+            Create("other_slash", "diff other slash", directory="second/"),
+            Create("api_child", "diff api child", parent="home", directory="second"),
+            Call("GET", "/session/{other}"),
+            Prompt("other", "main"),
+            WaitIdle("other"),
+            Call("GET", "/session?directory={dir:second}"),
+            Call("GET", "/session", directory="second"),
+        ],
+        scripts={"main": [CallTask("explore", "child"), Say("parent done")], "child": [Say("ok")]},
+        constraints=[*turn_order("other"), *turn_order("other/0")],
+    ),
+    # Statuses and pending requests are those of the request's directory: a reply sent
+    # in another directory does not find the request (404).
+    Scenario(
+        "directories_status_and_pending_requests",
+        [
+            titled("home"),
+            Create("asker", "diff asker", ask_bash=True, directory="second"),
+            Prompt("home", "hang"),
+            WaitModelCall("home"),
+            Prompt("asker", "ask", directory="second"),
+            WaitFor(On("permission.asked", "asker")),
+            Call("GET", "/session/status"),
+            Call("GET", "/session/status", directory="second"),
+            Call("GET", "/permission", directory="second"),
+            Call("POST", "/permission/{permission:asker}/reply", {"reply": "once"}),
+            Call(
+                "POST",
+                "/permission/{permission:asker}/reply",
+                {"reply": "once"},
+                directory="second",
+            ),
+            WaitIdle("asker"),
+            Call("POST", "/session/{home}/abort", directory="second"),
+            WaitIdle("home"),
+        ],
+        scripts={
+            "hang": [Hangs()],
+            "ask": [CallBash("echo asked", "asked\n", needs_permission=True), Say("ok")],
+        },
+        constraints=[
+            Before(On("permission.replied", "asker"), tool("asker", "bash", "completed")),
+            Occurs(On("session.error", "home", {"error.name": "MessageAbortedError"})),
+        ],
+    ),
 ]
 """Every scenario, in the order they run."""
 
