@@ -8,7 +8,8 @@ and answers through the stream and client of its own directory.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,10 @@ async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
     recorder = Recorder(oc)
     yield recorder
     await recorder.close()
+
+
+def of_thread(thread_id: str) -> Callable[[Any], bool]:
+    return lambda event: bool(event.thread_id == thread_id)
 
 
 def said(rec: Recorder, thread_id: str) -> str:
@@ -76,7 +81,7 @@ async def test_threads_in_two_directories_each_get_their_own_events(
     await oc.respond_to_request("a", opened.request_id, "accept")
     await rec.wait_for("request.resolved")
     for thread in ("a", "b", "c"):
-        done = await rec.wait_for("turn.completed", lambda e, t=thread: e.thread_id == t)
+        done = await rec.wait_for("turn.completed", of_thread(thread))
         assert done.state == "completed"
 
     assert said(rec, "b") == "beta answer"

@@ -72,6 +72,25 @@ Quirks of the real server that are reproduced on purpose:
   malformed JSON is a ``500 UnknownError``; ``POST /session`` answers a bare
   ``{"_tag": "BadRequest"}`` and accepts an unknown ``parentID``.
 
+Directories, as measured on 1.18.34 (the adapter opens one client and one event
+stream per directory):
+
+* A request's directory is ``?directory=`` (it wins), else the ``x-opencode-directory``
+  header (percent-decoded), else the server's own (:attr:`FakeOpenCodeServer.directory`);
+  relative paths resolve against the latter, ``.``, ``..`` and a trailing ``/`` are
+  dropped, and a directory that does not exist is accepted.
+* ``POST /session`` gives the session the request's directory (a child created with
+  ``parentID`` too); a ``task`` child gets its parent's. ``path`` is the directory
+  without its leading ``/``; ``projectID`` is ``global`` (no git repository).
+* ``GET /event`` streams only the events of its directory's sessions, wherever the
+  request that caused them came from (a prompt or abort sent in another directory).
+  The fake sends an event about a session it does not know to every stream.
+* ``GET /session/status``, ``GET /permission`` and ``GET /question`` list only the
+  request directory's sessions; a reply sent in another directory answers 404
+  (``PermissionNotFoundError`` / ``QuestionNotFoundError``) and the request stays.
+* ``GET /session`` lists every directory's sessions; only ``?directory=`` filters (the
+  header does not). Routes naming a session answer it in any directory.
+
 Everything runs in the event loop of the caller: no threads, no sockets. Every
 request is O(1) in the number of sessions (except ``GET /session``, which lists
 them all).
