@@ -13,7 +13,7 @@ from typing import Any, Self, cast
 import httpx
 
 from ._client import OpenCodeClient
-from ._compat import untested_version_warning
+from ._compat import unreadable_version_warning, untested_version_warning
 from ._events import (
     ChildStarted,
     ContentDelta,
@@ -154,6 +154,7 @@ class OpenCodeAdapter:
         self._server_version: str | None = None
         self._version_checked = False
         self._version_warning: str | None = None  # emitted on the next thread started
+        self._version_failure_warned = False
 
     def __repr__(self) -> str:
         return (
@@ -357,8 +358,9 @@ class OpenCodeAdapter:
 
         A server that answers without a usable version (no field, a malformed body,
         no health route) is warned about too. A failed request (transport error,
-        5xx, 401) changes nothing about the connect: it is logged and the next
-        connect asks again.
+        5xx, 401) changes nothing about the connect: the next connect asks again,
+        and the first such failure is warned about once (OpenCode 1.0.185 answers
+        its health route with a 500 offline: a host must not be left guessing).
         """
         self._version_checked = True
         try:
@@ -369,6 +371,9 @@ class OpenCodeAdapter:
         except OpenCodeError as exc:
             self._version_checked = False
             _log.warning("adapter.version_unknown", error=str(exc))
+            if not self._version_failure_warned:
+                self._version_failure_warned = True
+                self._version_warning = unreadable_version_warning(str(exc))
             return
         except BaseException:  # a cancelled start: the next connect asks again
             self._version_checked = False

@@ -20,6 +20,7 @@ __all__ = [
     "Version",
     "is_tested_version",
     "parse_version",
+    "unreadable_version_warning",
     "untested_version_warning",
 ]
 
@@ -83,4 +84,12 @@ def untested_version_warning(text: object) -> str | None:
     return (
         f"OpenCode {version} is {relation} than the tested range; the adapter is {tested}"
         " (see docs/compatibility.md)"
+    )
+
+
+def unreadable_version_warning(error: str) -> str:
+    """The warning for a server whose version could not be read (``error`` says why)."""
+    return (
+        f"could not read the OpenCode server's version ({error}); the adapter is tested with"
+        f" OpenCode {TESTED_OLDEST} to {TESTED_NEWEST} (see docs/compatibility.md)"
     )

@@ -187,17 +187,23 @@ async def test_a_missing_or_unparsable_version_is_warned_about(
 async def test_a_failing_health_check_does_not_change_connect(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.fail("GET", "/global/health", 503, times=1)
+    fake.fail("GET", "/global/health", 503, times=2)
     info = await oc.start_session(T)
     assert info.status == "ready"
     await rec.settle()
-    assert rec.of("runtime.warning") == []
+    warnings = rec.of("runtime.warning")
+    assert len(warnings) == 1 and "could not read the OpenCode server's version" in (
+        warnings[0].message
+    )
+    assert "503" in warnings[0].message and warnings[0].thread_id == T
     assert oc.server_version is None
-    # The next connect asks again, and this time the server answers.
+    # The next connects ask again (a failure is warned about once), until it answers.
     await oc.start_session("thread-2")
+    await oc.start_session("thread-3")
     assert oc.server_version == OPENCODE_VERSION
-    assert sum(1 for r in fake.requests if r.path == "/global/health") == 2
-    assert rec.of("runtime.warning") == []
+    assert sum(1 for r in fake.requests if r.path == "/global/health") == 3
+    await rec.settle()
+    assert len(rec.of("runtime.warning")) == 1
 
 
 async def test_a_health_transport_error_does_not_change_connect(
@@ -212,7 +218,7 @@ async def test_a_health_transport_error_does_not_change_connect(
     await oc.send_turn(T, "hello")
     done = await rec.wait_for("turn.completed")
     assert done.state == "completed"
-    assert rec.of("runtime.warning") == []
+    assert [w.thread_id for w in rec.of("runtime.warning")] == [T]
     assert oc.server_version is None
 
 
