@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 import structlog
+
+from adapter import OpenCodeAdapter
+from adapter.testing.fake import FakeOpenCodeServer
+from tests.adapter_support import Recorder
 
 
 @pytest.fixture(autouse=True)
@@ -20,3 +24,31 @@ def captured_logs() -> Iterator[list[dict[str, Any]]]:
     with structlog.testing.capture_logs() as logs:
         yield logs
     structlog.reset_defaults()
+
+
+# -- the adapter on the in-process fake: the fixtures of the adapter tests ------------
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenCodeServer]:
+    """A fresh fake OpenCode server (a module may override it, e.g. with latency)."""
+    server = FakeOpenCodeServer(seed=7)
+    yield server
+    await server.aclose()
+
+
+@pytest.fixture
+async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
+    """An adapter on ``fake`` (a module may override it with other timeouts)."""
+    async with OpenCodeAdapter(
+        fake.base_url, transport=fake.transport, connect_timeout=2.0
+    ) as adapter:
+        yield adapter
+
+
+@pytest.fixture
+async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
+    """Every canonical event ``oc`` emits during the test."""
+    recorder = Recorder(oc)
+    yield recorder
+    await recorder.close()

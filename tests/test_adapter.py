@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -31,28 +30,6 @@ from adapter.testing.fake import (
 from tests.adapter_support import Recorder
 
 T = "thread-1"
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=7)
-    yield server
-    await server.aclose()
-
-
-@pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, connect_timeout=2.0
-    ) as adapter:
-        yield adapter
-
-
-@pytest.fixture
-async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
-    recorder = Recorder(oc)
-    yield recorder
-    await recorder.close()
 
 
 def prompts(fake: FakeOpenCodeServer, sid: str) -> list[dict[str, object]]:

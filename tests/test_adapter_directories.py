@@ -8,10 +8,8 @@ and answers through the stream and client of its own directory.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Permission, Task, Text, Tool
@@ -20,28 +18,6 @@ from tests.adapter_support import Recorder
 ALPHA = "/srv/alpha"
 BETA = "/srv/beta"
 CAFE = "/srv/café"  # non-ASCII: the adapter's client sends it as ?directory=
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=11)
-    yield server
-    await server.aclose()
-
-
-@pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, connect_timeout=2.0
-    ) as adapter:
-        yield adapter
-
-
-@pytest.fixture
-async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
-    recorder = Recorder(oc)
-    yield recorder
-    await recorder.close()
 
 
 def of_thread(thread_id: str) -> Callable[[Any], bool]:

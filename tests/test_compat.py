@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import tomllib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -102,28 +101,6 @@ def health_reports(fake: FakeOpenCodeServer, body: Any) -> list[httpx.Request]:
 
     fake.on("GET", "/global/health", handler)
     return seen
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=3)
-    yield server
-    await server.aclose()
-
-
-@pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, connect_timeout=2.0
-    ) as adapter:
-        yield adapter
-
-
-@pytest.fixture
-async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
-    recorder = Recorder(oc)
-    yield recorder
-    await recorder.close()
 
 
 async def test_a_tested_server_gets_no_warning_and_its_version_is_known(

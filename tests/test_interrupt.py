@@ -21,25 +21,11 @@ T = "thread-1"
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=11)
-    yield server
-    await server.aclose()
-
-
-@pytest.fixture
 async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
     async with OpenCodeAdapter(
         fake.base_url, transport=fake.transport, abort_timeout=2.0, tree_timeout=2.0
     ) as adapter:
         yield adapter
-
-
-@pytest.fixture
-async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
-    recorder = Recorder(oc)
-    yield recorder
-    await recorder.close()
 
 
 def aborts(fake: FakeOpenCodeServer, sid: str) -> int:
