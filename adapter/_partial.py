@@ -67,6 +67,7 @@ _ABORT_PHRASES = (
     "messageabortederror",
 )
 _ABORT_WORDS = frozenset({"aborted", "interrupted", "cancelled", "canceled"})
+_MESSAGE_ABORTED = "MessageAbortedError"
 
 _DEFAULT_MAX_OUTPUT = 64 * 1024
 _TITLE_CAP = 1024
@@ -543,6 +544,8 @@ class _MessageState:
 class _SessionState:
     parent_id: str | None
     messages: dict[str, _MessageState] = field(default_factory=dict)
+    # A message of this session ended with MessageAbortedError: its run was cut off.
+    aborted: bool = False
 
 
 def _join_bounded(slots: Sequence[_Slot], limit: int) -> tuple[str, bool]:
@@ -587,8 +590,14 @@ def _is_abort_error(text: str) -> bool:
     return any(phrase in lowered for phrase in _ABORT_PHRASES)
 
 
-def _classify(part: _ToolPart) -> CallStatus:
-    """How a tool call ended, from the server's state and OpenCode's abort signs."""
+def _classify(part: _ToolPart, *, child_aborted: bool = False) -> CallStatus:
+    """How a tool call ended, from the server's state and OpenCode's abort signs.
+
+    ``child_aborted``: the subagent session of a ``task`` call was aborted. OpenCode
+    1.18 then ends the call ``error`` ("Task cancelled"); 1.15.13 ends it
+    ``completed`` with the subagent's text so far as its result (measured), which is
+    no finished result either.
+    """
     if part.status in ("pending", "running"):
         # Still going when the result was taken: the stop cut it off.
         return "interrupted"
@@ -598,7 +607,7 @@ def _classify(part: _ToolPart) -> CallStatus:
         if part.error is not None and _is_abort_error(part.error.data.decode("utf-8", "replace")):
             return "interrupted"
         return "failed"
-    return "interrupted" if part.bash_aborted else "completed"
+    return "interrupted" if part.bash_aborted or child_aborted else "completed"
 
 
 class PartialCollector:
@@ -779,6 +788,9 @@ class PartialCollector:
         session_id = info.get("sessionID")
         if session_id not in self._sessions:
             return
+        error = info.get("error")
+        if isinstance(error, Mapping) and error.get("name") == _MESSAGE_ABORTED:
+            self._sessions[cast(str, session_id)].aborted = True
         message_id = validate_id("msg", info.get("id"))
         role = info.get("role")
         parent = info.get("parentID")
@@ -836,6 +848,8 @@ class PartialCollector:
                 _log.debug("partial.reconcile_foreign_message", message_id=info.id)
                 continue
             parent = info.parent_id if info.parent_id and len(info.parent_id) <= _NAME_CAP else None
+            if info.error is not None and info.error.name == _MESSAGE_ABORTED:
+                self._sessions[session_id].aborted = True
             if not self._wanted(session_id, info.id, info.role, parent):
                 # Earlier turns of the root, and user prompts: never part of
                 # the result, so they must not use up the byte budget.
@@ -1067,13 +1081,17 @@ class PartialCollector:
         thought, cut_thought = _join_bounded(reasoning, self._max_output)
         return text, thought, calls, truncated or cut_text or cut_thought
 
+    def _child_aborted(self, part: _ToolPart) -> bool:
+        child = self._sessions.get(part.child_session_id or "")
+        return part.tool == "task" and child is not None and child.aborted
+
     def _call_result(self, session_id: str, part: _ToolPart) -> ToolCallResult:
         slots = [s for s in (part.output, part.error, part.title) if s is not None]
         return ToolCallResult(
             session_id=session_id,
             call_id=part.call_id,
             tool=part.tool,
-            status=_classify(part),
+            status=_classify(part, child_aborted=self._child_aborted(part)),
             input=part.input,
             output=None if part.output is None else part.output.render(),
             error=None if part.error is None else part.error.render(),

@@ -3,7 +3,9 @@
 The recorded fixtures are real ``GET /event`` streams of OpenCode 1.18.34
 (``{t, event}`` per line): ``events-partial.jsonl`` holds five root sessions,
 one scenario each, where tools finish before an abort; ``events-nested.jsonl``
-holds root -> child -> grandchild ``task`` trees stopped mid-way.
+holds root -> child -> grandchild ``task`` trees stopped mid-way;
+``events-1.15.13-task-abort.jsonl`` is OpenCode 1.15.13 stopping a root whose
+``task`` child was mid-answer.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def until_abort(events: list[Event], session_id: str) -> list[Event]:
 
 PARTIAL = load("events-partial.jsonl")
 NESTED = load("events-nested.jsonl")
+TASK_ABORT_1_15 = load("events-1.15.13-task-abort.jsonl")
 PARTIAL_ROOTS = roots(PARTIAL)
 NESTED_ROOTS = roots(NESTED)
 
@@ -1059,3 +1062,43 @@ def test_random_event_sequences_stay_within_bounds(
         )
     assert len(result.to_prompt(max_chars)) <= max_chars
     assert PartialResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+# --------------------------------------------------------------------------
+# Other OpenCode releases
+# --------------------------------------------------------------------------
+
+
+def test_a_task_cut_by_the_stop_is_interrupted_even_when_the_release_says_completed() -> None:
+    """1.15.13 ends a stopped ``task`` call ``completed`` with the subagent's text so far
+    (1.18 ends it ``error`` "Task cancelled"); its aborted subagent tells the truth."""
+    task = next(e["properties"]["part"] for e in reversed(TASK_ABORT_1_15) if is_task(e))
+    assert task["state"]["status"] == "completed"  # what the release says
+
+    result = collect(TASK_ABORT_1_15, "root-task-abort")
+    (call,) = result.tool_calls
+    assert call.tool == "task" and call.status == "interrupted"
+    assert call.output is not None and "<task_result>\nchild working\n</task_result>" in call.output
+    assert result.child(call) is not None
+    assert result.child(call).text == "child working"  # type: ignore[union-attr]
+
+    # Without the subagent's abort, the same stream is a finished subagent.
+    child = task["state"]["metadata"]["sessionId"]
+    unaborted = [e for e in TASK_ABORT_1_15 if not aborted_message(e, child)]
+    (call,) = collect(unaborted, "root-task-abort").tool_calls
+    assert call.status == "completed"
+
+
+def is_task(event: Event) -> bool:
+    part = event["properties"].get("part", {})
+    return event["type"] == "message.part.updated" and part.get("tool") == "task"
+
+
+def aborted_message(event: Event, session_id: str) -> bool:
+    info = event["properties"].get("info", {})
+    error = info.get("error") or {}
+    return (
+        event["type"] == "message.updated"
+        and info.get("sessionID") == session_id
+        and error.get("name") == "MessageAbortedError"
+    )
