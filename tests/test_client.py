@@ -239,6 +239,22 @@ async def test_children_sorted_by_creation_time(
     assert kids[0].title == "title of ses_a"
 
 
+async def test_children_created_in_one_millisecond_keep_the_servers_creation_order(
+    router: respx.MockRouter, client: OpenCodeClient
+) -> None:
+    # OpenCode lists children in creation order; ids do not sort that way (they are
+    # descending-time ids), so equal timestamps must keep the server's order.
+    router.get("/session/ses_p/children").respond(
+        json=[
+            session_json("ses_z", "ses_p", 10),
+            session_json("ses_a", "ses_p", 10),
+            session_json("ses_m", "ses_p", 5),
+        ]
+    )
+    kids = await client.children("ses_p")
+    assert [k.id for k in kids] == ["ses_m", "ses_z", "ses_a"]
+
+
 async def test_status_map_and_messages_are_typed(
     router: respx.MockRouter, client: OpenCodeClient
 ) -> None:

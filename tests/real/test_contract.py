@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter import AuthError, OpenCodeAdapter, OpenCodeClient
+from adapter import AuthError, OpenCodeAdapter, OpenCodeClient, stop_tree
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
@@ -273,3 +273,16 @@ async def test_a_normal_turn_completes_with_text_and_tool_items(
 
 def test_real_server_http_is_plain_loopback(real_server: RealOpenCodeServer) -> None:
     assert httpx.URL(real_server.base_url).host == "127.0.0.1"
+
+
+async def test_children_come_back_in_creation_order(client: OpenCodeClient) -> None:
+    """Measured on 1.18.34: ``/children`` lists in creation order, and several children
+    share a millisecond when created back to back; the client keeps that order."""
+    root = await client.create_session(title="children order")
+    created = [
+        (await client.create_session(title=f"kid {i}", parent_id=root.id)).id for i in range(6)
+    ]
+    kids = await client.children(root.id)
+    assert [k.id for k in kids] == created
+    report = await stop_tree(client, root.id)
+    assert [s.session_id for s in report.sessions] == [root.id, *created]
