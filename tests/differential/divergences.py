@@ -228,7 +228,10 @@ UNDOCUMENTED_RESPONSES: Mapping[int, tuple[str, Mapping[str, Any]]] = {
 SHARED_SERVER_SCOPE = (
     "the real server is shared by every scenario and test of a run, so its session "
     "listings (`GET /session`) also hold sessions of others: listings are reduced to the "
-    "scenario's own sessions, in their order, before they are compared"
+    "scenario's own sessions before they are compared. In the state snapshot they are "
+    "compared as a set, and their order is checked on each target against the measured "
+    "rule (newest time.updated first): which session a turn touched last is timing on "
+    "the real server (nested_task's root and child swapped places between two CI runs)"
 )
 """Why list bodies are scoped to the scenario's sessions (see ``compare.scoped``)."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import re
 import time
@@ -543,9 +544,8 @@ class _Run:
             return await self.request(client, "GET", path, None, label, "state")
 
         listing = await get("/session", "GET /session")
-        known = set(ids.values())
         if isinstance(listing.body, list):
-            state["listed"] = [s.get("id") for s in listing.body if s.get("id") in known]
+            state["listed"], state["listed_order"] = _listing(listing.body, ids)
         else:
             state["listed"] = f"<{listing.status}>"
         queue = list(ids.items())
@@ -652,3 +652,26 @@ async def record_both(
     ]
     fake_rec, real_rec = await asyncio.gather(*runs)
     return fake_rec, real_rec
+
+
+def _listing(body: list[Any], ids: Mapping[str, str]) -> tuple[list[str], str]:
+    """The scenario's sessions in a ``GET /session`` body, and whether it keeps the rule.
+
+    Which of two sessions a turn touched last is timing on the real server (a task
+    child's last ``session.updated`` can land after or before its parent's), so the
+    sessions are compared as a set (by alias) and the order is checked on each target
+    against the measured rule instead: newest ``time.updated`` first, and on a tie the
+    newer session first.
+    """
+    alias_of = {sid: alias for alias, sid in ids.items()}
+    mine = [s for s in body if isinstance(s, dict) and s.get("id") in alias_of]
+    keys = [
+        (s.get("time", {}).get("updated", 0), s.get("time", {}).get("created", 0)) for s in mine
+    ]
+    ordered = all(earlier >= later for earlier, later in itertools.pairwise(keys))
+    order = (
+        "newest time.updated first"
+        if ordered
+        else f"not by time.updated: {[alias_of[s['id']] for s in mine]}"
+    )
+    return sorted(alias_of[s["id"]] for s in mine), order
