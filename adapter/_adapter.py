@@ -780,21 +780,24 @@ class OpenCodeAdapter:
     ) -> None:
         stopped = {s.session_id for s in report if s.outcome != "failed"}
         for request_id, pending in list(thread.pending.items()):
-            if pending.session_id not in stopped:
-                continue
-            del thread.pending[request_id]
-            self._emit(
-                RequestEvent(
-                    type="request.resolved"
-                    if pending.kind == "permission"
-                    else "user-input.resolved",
-                    thread_id=thread.thread_id,
-                    turn_id=turn_id,
-                    request_id=request_id,
-                    session_id=pending.session_id,
-                    decision="cancelled",
-                )
+            if pending.session_id in stopped:
+                self._cancel_request(thread, request_id, turn_id)
+
+    def _cancel_request(self, thread: ThreadState, request_id: str, turn_id: str | None) -> None:
+        """Forget an open request nobody can answer any more, and say so (``cancelled``)."""
+        pending = thread.pending.pop(request_id, None)
+        if pending is None:
+            return
+        self._emit(
+            RequestEvent(
+                type="request.resolved" if pending.kind == "permission" else "user-input.resolved",
+                thread_id=thread.thread_id,
+                turn_id=turn_id,
+                request_id=request_id,
+                session_id=pending.session_id,
+                decision="cancelled",
             )
+        )
 
     # -- requests --------------------------------------------------------------
 
@@ -977,8 +980,10 @@ class OpenCodeAdapter:
         for request, is_live in zip(candidates, live, strict=True):
             thread = self._owner.get(request.session_id)
             if not is_live:
+                # A ghost: its run was aborted (during an outage, or before we connected).
                 if thread is not None:
-                    self._resolve_ghost(thread, request)
+                    turn_id = thread.active_turn.turn_id if thread.active_turn else None
+                    self._cancel_request(thread, request.id, turn_id)
                 continue
             etype = f"{request.kind}.asked"
             event = {"type": etype, "properties": dict(request.raw)}
@@ -986,23 +991,6 @@ class OpenCodeAdapter:
                 self._on_request_asked(thread, request.session_id, etype, request.raw, event)
             elif not self._closed:
                 self._lookup_orphan(request.session_id, event)
-
-    def _resolve_ghost(self, thread: ThreadState, request: PendingRequest) -> None:
-        """A request the thread announced whose run was aborted meanwhile (during an
-        event-stream outage): it can no longer be answered usefully."""
-        if thread.pending.pop(request.id, None) is None:
-            return
-        turn_id = thread.active_turn.turn_id if thread.active_turn else None
-        self._emit(
-            RequestEvent(
-                type="request.resolved" if request.kind == "permission" else "user-input.resolved",
-                thread_id=thread.thread_id,
-                turn_id=turn_id,
-                request_id=request.id,
-                session_id=request.session_id,
-                decision="cancelled",
-            )
-        )
 
     async def _reconcile_after_outage(self, pump: _Pump) -> None:
         """The stream has no replay: ask the server whether active turns ended meanwhile."""
