@@ -179,21 +179,28 @@ def find_opencode_binary(explicit: str | os.PathLike[str] | None = None) -> Path
     raise FileNotFoundError(f"opencode binary not found (looked in {looked}); {hint}")
 
 
+def _offline_environment(dirs: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without OpenCode/XDG/proxy settings, kept offline,
+    with ``dirs`` (``HOME``, ``XDG_*_HOME``...) pointing at private folders."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(_DROPPED_ENV_PREFIXES) and key not in _DROPPED_ENV_KEYS
+    }
+    env.update(OFFLINE_ENV)
+    env.update(dirs)
+    return env
+
+
 @functools.cache
 def _cached_binary_version(binary: Path, mtime_ns: int) -> str:
     with tempfile.TemporaryDirectory(prefix="opencode-version-") as sandbox:
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(_DROPPED_ENV_PREFIXES) and key not in _DROPPED_ENV_KEYS
-        }
-        env.update(OFFLINE_ENV)
-        env["HOME"] = sandbox
+        dirs = {"HOME": sandbox}
         for name in ("CONFIG", "DATA", "CACHE", "STATE"):
-            env[f"XDG_{name}_HOME"] = str(Path(sandbox) / name.lower())
+            dirs[f"XDG_{name}_HOME"] = str(Path(sandbox) / name.lower())
         result = subprocess.run(
             [str(binary), "--version"],
-            env=env,
+            env=_offline_environment(dirs),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -460,13 +467,7 @@ class RealOpenCodeServer:
         return {key: str(path) for key, path in dirs.items()}
 
     def _environment(self, dirs: Mapping[str, str]) -> dict[str, str]:
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(_DROPPED_ENV_PREFIXES) and key not in _DROPPED_ENV_KEYS
-        }
-        env.update(OFFLINE_ENV)
-        env.update(dirs)
+        env = _offline_environment(dirs)
         if self.password is not None:
             env["OPENCODE_SERVER_PASSWORD"] = self.password
             env["OPENCODE_SERVER_USERNAME"] = self.username
