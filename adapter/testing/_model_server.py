@@ -87,12 +87,15 @@ class Text:
     """Stream ``text`` as assistant content, ``chunk_size`` characters per SSE chunk.
 
     ``delay`` seconds are waited before every chunk after the first one ("slow
-    streaming"); the wait ends early if the client disconnects.
+    streaming"); the wait ends early if the client disconnects. ``prompt_tokens``
+    overrides the reported usage (e.g. above the model's context limit, to make
+    OpenCode compact the session).
     """
 
     text: str
     chunk_size: int = 32
     delay: float = 0.0
+    prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
@@ -118,10 +121,12 @@ class ToolCalls:
     """Answer with one or more tool calls (``finish_reason == "tool_calls"``).
 
     ``text``, if given, is streamed as assistant content before the calls.
+    ``prompt_tokens`` overrides the reported usage (see :class:`Text`).
     """
 
     calls: Sequence[ToolCall]
     text: str = ""
+    prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         calls = tuple(self.calls)
@@ -843,6 +848,9 @@ class ScriptedModelServer:
                 }
                 await out.send(h11.Data(data=chunk(delta)))
         usage = _usage(len(body), completion_chars)
+        if isinstance(step, Text | ToolCalls) and step.prompt_tokens is not None:
+            usage["prompt_tokens"] = step.prompt_tokens
+            usage["total_tokens"] = step.prompt_tokens + usage["completion_tokens"]
         await out.send(h11.Data(data=chunk({}, finish, usage=usage)))
         await out.send(h11.Data(data=_sse("[DONE]")))
         await out.send(h11.EndOfMessage())
