@@ -20,9 +20,10 @@ summarize, session update and delete, permission and question replies, the
 A prompt runs a *script*: the steps registered with :meth:`FakeOpenCodeServer.script`
 under the name given by a ``[[script:NAME]]`` marker in the prompt text (without
 a marker, the ``"default"`` script streams ``ok``). Steps are :class:`Text`,
-:class:`Tool`, :class:`Task`, :class:`Hang`, :class:`Fail`, :class:`Permission`
-and :class:`Question`; they produce the same events and stored message parts as a
-real server driven by a model that does the same things.
+:class:`Tool`, :class:`Task`, :class:`Hang`, :class:`Fail` (optionally after
+OpenCode's retries), :class:`Permission`, :class:`Question` and :class:`Compact` (an
+automatic compaction mid-run); they produce the same events and stored message parts
+as a real server driven by a model that does the same things.
 
 Quirks of the real server that are reproduced on purpose:
 
@@ -65,6 +66,13 @@ Quirks of the real server that are reproduced on purpose:
 * A failed model call: ``session.error`` (``APIError`` with ``statusCode``,
   ``isRetryable``, ``responseHeaders``, ``responseBody``, ``metadata``), an idle
   pair, the assistant message with ``error``, an idle pair again.
+* A prompt that arrives once a run's last step finished, before its idle, is
+  echoed after the idle and starts a second run (:meth:`FakeOpenCodeServer.hold_run_end`
+  holds that window open); one that arrives while a step still runs joins the next step.
+* A retried model call announces ``session.status`` ``retry`` per attempt
+  (``Fail(retries=...)``); an abort between retries says no ``session.error``.
+* A restarted server (:meth:`FakeOpenCodeServer.restart`) forgets its runs silently:
+  idle, the interrupted message left incomplete, no error.
 * ``task`` output is ``<task id="ses_..." state="completed">`` around a
   ``<task_result>``; ``bash`` streams ``metadata.output`` while running.
 * Invalid requests get the real bodies: ``400 BadRequest`` with the validation
@@ -119,7 +127,9 @@ from urllib.parse import parse_qs, unquote
 import httpx
 
 __all__ = [
+    "COMPACTION_CONTINUE",
     "OPENCODE_VERSION",
+    "Compact",
     "Fail",
     "FakeMessage",
     "FakeOpenCodeServer",
@@ -131,6 +141,7 @@ __all__ = [
     "Permission",
     "Question",
     "RecordedRequest",
+    "RunEndHold",
     "Step",
     "Task",
     "Text",
@@ -257,6 +268,45 @@ class Fail:
     name: str = "APIError"
     message: str = "Provider request failed"
     data: Mapping[str, Any] | None = None
+    retries: int = 0
+    """How often OpenCode retries the call first (the real server: 5 for a provider's
+    5xx or 429). Each retry is announced ``session.status {type: "retry", attempt,
+    message, next}`` (``next``: epoch ms of the next attempt), lasts ``retry_delay``
+    seconds, and is followed by ``busy`` (the next attempt); ``GET /session/status``
+    answers the retry status meanwhile. Then the call fails as above, with the data of
+    a retryable error (``statusCode`` 500, ``isRetryable`` true, a ``server_error``
+    body). An abort during the retries ends the run with no ``session.error``: the
+    assistant message completes without an error, then one idle pair (measured)."""
+    retry_delay: float = 0.0
+    """Seconds each retry waits on the fake (the real server waits about 2.3, 4.5, 8.2,
+    19.2 and 39.4 s: 74 s in all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """OpenCode compacts the session automatically here, then the agent goes on.
+
+    What the real server does (measured on 1.18.34 with auto-compaction on) when a model
+    step reports more tokens than the model's context holds: the step ends (``stop``,
+    or ``tool-calls`` after a tool), a user message with a ``compaction`` part
+    (``auto: true``, ``overflow: false``) is stored, then a summary assistant message
+    (``agent``/``mode`` ``compaction``, ``summary: true``, answering the compaction
+    message) streams ``summary`` (default :attr:`FakeOpenCodeServer.summary_text`),
+    then a synthetic user message (:data:`COMPACTION_CONTINUE`, its text part
+    ``synthetic: true``, ``metadata.compaction_continue``), then
+    ``session.compacted``; the run continues with the rest of the script in assistant
+    messages whose ``parentID`` is the synthetic message. It all happens inside one
+    run: no idle until the script ends.
+    """
+
+    summary: str | None = None
+
+
+COMPACTION_CONTINUE = (
+    "Continue if you have next steps, or stop and ask for clarification if you are "
+    "unsure how to proceed."
+)
+"""The text of the synthetic user message OpenCode adds after an automatic compaction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +344,7 @@ class Question:
     questions: Sequence[Mapping[str, Any]]
 
 
-Step: TypeAlias = Text | Tool | Task | Hang | Fail | Permission | Question
+Step: TypeAlias = Text | Tool | Task | Hang | Fail | Permission | Question | Compact
 """Any script step."""
 
 
@@ -359,6 +409,8 @@ class FakeSession:
     __slots__ = (
         "_aborting",
         "_children",
+        "_deferred",
+        "_finishing",
         "_messages",
         "_pending",
         "_queue",
@@ -385,6 +437,10 @@ class FakeSession:
         self._run: _Run | None = None
         self._aborting: asyncio.Future[None] | None = None
         self._pending: set[str] = set()
+        self._finishing = False
+        """The run has decided to end (its last step finished) and is not idle yet."""
+        self._deferred: list[tuple[_Prompt, Callable[[], None]]] = []
+        """Prompts accepted while :attr:`_finishing`: admitted after the idle."""
 
     @property
     def children(self) -> list[str]:
@@ -428,7 +484,7 @@ class FakeSession:
 # --------------------------------------------------------------------------- internals
 
 
-Outcome: TypeAlias = Literal["completed", "aborted", "failed", "blocked"]
+Outcome: TypeAlias = Literal["completed", "aborted", "failed", "blocked", "vanished"]
 
 
 @dataclass(slots=True)
@@ -472,6 +528,11 @@ class _Run:
     tools: dict[str, _ActiveTool] = field(default_factory=dict)
     merged: list[_Prompt] = field(default_factory=list)
     """Prompts sent during the run that its next model step took in (measured)."""
+    answering: str | None = None
+    """The user message the next model step answers, if not the run's prompt: the
+    newest merged prompt, or the synthetic "continue" message after a compaction."""
+    retrying: bool = False
+    """OpenCode is between retries of a failed model call."""
 
 
 @dataclass(slots=True)
@@ -565,15 +626,15 @@ def _sum_usage(total: Mapping[str, Any], step: Mapping[str, Any], *, sign: int) 
     return out
 
 
-def _api_error_data(message: str) -> JSON:
-    """The ``data`` of a real ``APIError`` for a provider's 400 ``invalid_request_error``."""
-    body = json.dumps(
-        {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-    )
+def _api_error_data(message: str, *, retryable: bool = False) -> JSON:
+    """The ``data`` of a real ``APIError`` for a provider's 400 ``invalid_request_error``
+    (or, ``retryable``, for its 500 ``server_error`` that OpenCode retried)."""
+    kind = "server_error" if retryable else "invalid_request_error"
+    body = json.dumps({"error": {"message": message, "type": kind, "code": None}})
     return {
         "message": message,
-        "statusCode": 400,
-        "isRetryable": False,
+        "statusCode": 500 if retryable else 400,
+        "isRetryable": retryable,
         "responseHeaders": {
             "connection": "close",
             "content-length": str(len(body.encode())),
@@ -668,6 +729,29 @@ class Hold:
         self.started.set()
         await self._released.wait()
         return None
+
+
+class RunEndHold(Hold):
+    """Holds runs in their finishing window (see :meth:`FakeOpenCodeServer.hold_run_end`).
+
+    ``started`` is set when the first matching run has finished its last step;
+    ``session_ids`` lists the sessions held there (``requests`` stays empty). A prompt
+    sent while a run is held is echoed after that run's idle and starts a second run,
+    as on the real server. :meth:`release` lets every held (and later) run end.
+    """
+
+    def __init__(self, session_id: str | None = None) -> None:
+        super().__init__()
+        self.session_id = session_id
+        """The session whose runs are held; ``None``: every session's."""
+        self.session_ids: list[str] = []
+
+    async def _reached(self, session_id: str) -> None:
+        if self.released or self.session_id not in (None, session_id):
+            return
+        self.session_ids.append(session_id)
+        self.started.set()
+        await self._released.wait()
 
 
 # --------------------------------------------------------------------------- transport
@@ -821,6 +905,8 @@ class FakeOpenCodeServer:
         self._last_id = 0
         self._calls = 0
         self._holds: list[Hold] = []
+        self._run_end_holds: list[RunEndHold] = []
+        self._vanishing = False
         self._transport = _Transport(self)
         self._sessions: dict[str, FakeSession] = {}
         self._deleted: dict[str, FakeSession] = {}  # deleted while busy: still abortable
@@ -884,7 +970,9 @@ class FakeOpenCodeServer:
         The ``"default"`` script runs for prompts without a marker.
         """
         for step in steps:
-            if not isinstance(step, Text | Tool | Task | Hang | Fail | Permission | Question):
+            if not isinstance(
+                step, Text | Tool | Task | Hang | Fail | Permission | Question | Compact
+            ):
                 raise TypeError(f"not a script step: {step!r}")
         self._scripts[name] = tuple(steps)
 
@@ -1031,6 +1119,75 @@ class FakeOpenCodeServer:
         self._holds.append(hold)
         return hold
 
+    async def restart(self) -> None:
+        """Behave like a server that was restarted on the same data: runs vanish.
+
+        Measured on 1.18.34 (``opencode serve`` killed mid-run, SIGTERM or SIGKILL, and
+        started again on the same data directory): the run is not resumed and nothing
+        is said about it. Every session is idle (``GET /session/status`` lists none);
+        the interrupted assistant message stays stored as it was, with no
+        ``time.completed``, no ``error`` and no ``finish``; a streaming text part keeps
+        what was stored of it (``""``: deltas are not stored) and a running tool stays
+        ``running``; pending permission and question requests are gone; the new
+        ``/event`` streams start with ``server.connected`` and say nothing else. An
+        abort of such a session then answers ``true`` with an idle pair only.
+
+        So this cuts every ``/event`` stream (as :meth:`drop_event_streams`), ends every
+        run, queued prompt and pending request with no event, and marks every session
+        idle silently; sessions, messages and parts stay. A blocking ``POST .../message``
+        or ``summarize`` still waiting fails with :class:`httpx.RemoteProtocolError`,
+        as a request whose server went away does.
+        """
+        sessions = [*self._sessions.values(), *self._deleted.values()]
+        self.drop_event_streams()
+        self._vanishing = True
+        try:
+            runners: list[asyncio.Task[None]] = []
+            for session in sessions:
+                self._drop_queue(session, "vanished")
+                self._drop_deferred(session, "vanished")
+                runner = session._runner
+                if runner is not None and not runner.done():
+                    runner.cancel()
+                    runners.append(runner)
+            await asyncio.gather(*runners, return_exceptions=True)
+        finally:
+            self._vanishing = False
+        for request_id in list(self._requests_pending):
+            pending = self._forget_request(request_id)
+            if pending is not None and not pending.future.done():
+                pending.future.cancel()
+        for session in sessions:
+            session._run = None
+            session._finishing = False
+            if session.busy:
+                self._set_status(session, _IDLE, emit=False)
+        self._deleted.clear()
+
+    def hold_run_end(self, session_id: str | None = None) -> RunEndHold:
+        """Hold runs between their last finished step and their idle, until ``release()``.
+
+        On the real server a prompt sent in the last ~60 ms of a run, or just after its
+        idle, is not taken into the ending run: it is echoed *after* the run's
+        ``session.idle`` and starts a second run (``busy``, an assistant message whose
+        ``parentID`` is the new prompt, ``idle``). The fake's window is one event-loop
+        turn; this hold keeps it open so that a test can send its prompt inside it::
+
+            hold = fake.hold_run_end(session_id)
+            ...  # start the run
+            await hold.wait_started()       # the last step finished, no idle yet
+            await client.post(f"/session/{session_id}/prompt_async", json=...)
+            hold.release()                  # idle, then the prompt's echo and its run
+
+        ``session_id``: hold only that session's runs (default: every session's, task
+        children included). A prompt sent while a step is still going joins the run's
+        next step instead (no idle in between), as measured.
+        """
+        hold = RunEndHold(session_id)
+        self._run_end_holds.append(hold)
+        self._holds.append(hold)
+        return hold
+
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         """Wait until ``predicate()`` is true (re-checked on every event and request).
 
@@ -1098,6 +1255,7 @@ class FakeOpenCodeServer:
         for session in self._sessions.values():
             if session._queue:
                 self._drop_queue(session)
+            self._drop_deferred(session)
         for req in self._requests_pending.values():
             if not req.future.done():
                 req.future.cancel()
@@ -1317,42 +1475,55 @@ class FakeOpenCodeServer:
     ) -> _Prompt:
         provider_id = provider_id or self.provider_id
         model_id = model_id or self.model_id
-        self._apply_revert(session)
         user_id = message_id or self._new_id("msg")
-        now = _now_ms()
-        message = FakeMessage({})
-        info: JSON = {
-            "id": user_id,
-            "role": "user",
-            "sessionID": session.id,
-            "time": {"created": now},
-            "agent": agent,
-            "model": {"providerID": provider_id, "modelID": model_id},
-        }
-        if compaction is None:
-            # Measured order: session.updated, the user message and its part, then
-            # session.updated again.
-            model = {"id": model_id, "providerID": provider_id, "variant": "default"}
-            self._touch(session, agent=session.info.get("agent", agent), model=model)
-        self._store_message(session, message, info)
-        part: JSON = {"messageID": user_id, "sessionID": session.id, "id": self._new_id("prt")}
-        if compaction is None:
-            part.update(type="text", text=text)
-        else:
-            part.update(type="compaction", auto=compaction)
-        self._store_part(message, part)
-        if compaction is None:
-            self._touch(session)
-        if before_busy is not None:
-            before_busy()
         prompt = _Prompt(user_id, text, script, agent, provider_id, model_id)
         prompt.compaction = compaction
         if want_result:
             prompt.future = asyncio.get_running_loop().create_future()
-        session._queue.append(prompt)
-        if session._runner is None or session._runner.done():
-            self._set_status(session, _BUSY)
-            session._runner = self._spawn(self._runner(session))
+
+        def admit() -> None:
+            self._apply_revert(session)
+            message = FakeMessage({})
+            info: JSON = {
+                "id": user_id,
+                "role": "user",
+                "sessionID": session.id,
+                "time": {"created": _now_ms()},
+                "agent": agent,
+                "model": {"providerID": provider_id, "modelID": model_id},
+            }
+            if compaction is None:
+                # Measured order: session.updated, the user message and its part, then
+                # session.updated again.
+                model = {"id": model_id, "providerID": provider_id, "variant": "default"}
+                self._touch(session, agent=session.info.get("agent", agent), model=model)
+            self._store_message(session, message, info)
+            part: JSON = {
+                "messageID": user_id,
+                "sessionID": session.id,
+                "id": self._new_id("prt"),
+            }
+            if compaction is None:
+                part.update(type="text", text=text)
+            else:
+                part.update(type="compaction", auto=compaction)
+            self._store_part(message, part)
+            if compaction is None:
+                self._touch(session)
+            if before_busy is not None:
+                before_busy()
+            session._queue.append(prompt)
+            if session._runner is None or session._runner.done():
+                self._set_status(session, _BUSY)
+                session._runner = self._spawn(self._runner(session))
+
+        if session._finishing:
+            # Measured on 1.18.34: a prompt that arrives once the run's loop decided to
+            # end (its last step finished) is echoed after the run's idle, and starts a
+            # second run (see :meth:`_admit_deferred`).
+            session._deferred.append((prompt, admit))
+        else:
+            admit()
         return prompt
 
     def _resolve_script(self, prompt: _Prompt) -> tuple[str, tuple[Step, ...] | None]:
@@ -1366,32 +1537,68 @@ class FakeOpenCodeServer:
         result: _Result | None = None
         prompt: _Prompt | None = None
         try:
-            while session._queue:
-                prompt = session._queue.popleft()
-                run = _Run(session, prompt)
-                session._run = run
-                try:
-                    result = await self._execute(run)
-                except asyncio.CancelledError:
-                    current = asyncio.current_task()
-                    if current is not None:
-                        current.uncancel()
-                    result = await self._cleanup_aborted(run)
+            while True:
+                while session._queue:
+                    prompt = session._queue.popleft()
+                    run = _Run(session, prompt)
+                    session._run = run
+                    try:
+                        result = await self._execute(run)
+                    except asyncio.CancelledError:
+                        if self._vanishing:
+                            # restart(): the run ends with nothing said or stored.
+                            for done in (prompt, *run.merged):
+                                self._finish_prompt(done, _Result("vanished"))
+                            raise
+                        current = asyncio.current_task()
+                        if current is not None:
+                            current.uncancel()
+                        result = await self._cleanup_aborted(run)
+                        for done in (prompt, *run.merged):
+                            self._finish_prompt(done, result)
+                        if self._closed or not session._queue:
+                            return
+                        # A prompt sent while the abort was being cleaned up runs next.
+                        self._set_status(session, _BUSY)
+                        continue
+                    finally:
+                        session._run = None
                     for done in (prompt, *run.merged):
                         self._finish_prompt(done, result)
-                    if self._closed or not session._queue:
-                        return
-                    # A prompt sent while the abort was being cleaned up runs next.
-                    self._set_status(session, _BUSY)
-                    continue
-                finally:
-                    session._run = None
-                for done in (prompt, *run.merged):
-                    self._finish_prompt(done, result)
-                await asyncio.sleep(0)
-            self._end_run(session, prompt, result)
+                    if session._queue:
+                        await asyncio.sleep(0)
+                    else:
+                        await self._finishing_window(session)
+                self._end_run(session, prompt, result)
+                if not self._admit_deferred(session):
+                    return
+                # Measured: the prompts accepted while the run was ending start a second
+                # run once their echo followed the idle.
+                self._set_status(session, _BUSY)
         finally:
+            session._finishing = False
             session._runner = None
+
+    async def _finishing_window(self, session: FakeSession) -> None:
+        """The moment between a run's last finished step and its idle.
+
+        Measured on 1.18.34: a prompt sent from about 60 ms before the idle to just
+        after it is not taken into the ending run; it is echoed after the idle and
+        starts a run of its own. The fake's window is one event-loop turn, or as long
+        as a :meth:`FakeOpenCodeServer.hold_run_end` hold keeps it open.
+        """
+        session._finishing = True
+        for hold in list(self._run_end_holds):
+            await hold._reached(session.id)
+        await asyncio.sleep(0)
+
+    def _admit_deferred(self, session: FakeSession) -> bool:
+        """Echo the prompts deferred by the finishing window; whether any is queued."""
+        session._finishing = False
+        deferred, session._deferred = session._deferred, []
+        for _prompt, admit in deferred:
+            admit()
+        return bool(session._queue)
 
     def _end_run(
         self, session: FakeSession, prompt: _Prompt | None, result: _Result | None
@@ -1415,9 +1622,14 @@ class FakeOpenCodeServer:
         if prompt.future is not None and not prompt.future.done():
             prompt.future.set_result(result)
 
-    def _drop_queue(self, session: FakeSession) -> None:
+    def _drop_queue(self, session: FakeSession, outcome: Outcome = "aborted") -> None:
         while session._queue:
-            self._finish_prompt(session._queue.popleft(), _Result("aborted"))
+            self._finish_prompt(session._queue.popleft(), _Result(outcome))
+
+    def _drop_deferred(self, session: FakeSession, outcome: Outcome = "aborted") -> None:
+        deferred, session._deferred = session._deferred, []
+        for prompt, _admit in deferred:
+            self._finish_prompt(prompt, _Result(outcome))
 
     async def _execute(self, run: _Run) -> _Result:
         if run.prompt.compaction is not None:
@@ -1428,6 +1640,9 @@ class FakeOpenCodeServer:
         if steps is None:
             return self._fail(run, Fail("UnknownError", f"unknown fake script: {name}"))
         for step in steps:
+            if isinstance(step, Compact):
+                await self._auto_compact(run, step)
+                continue
             if isinstance(step, Text | Hang | Fail) and run.had_tool:
                 self._finish_step(run, "tool-calls")
                 self._start_message(run)
@@ -1450,6 +1665,8 @@ class FakeOpenCodeServer:
                 self._ensure_step(run)
                 await asyncio.get_running_loop().create_future()
             else:
+                if step.retries > 0:
+                    await self._retry(run, step)
                 return self._fail(run, step)
             await asyncio.sleep(0)
         if run.had_tool:
@@ -1470,20 +1687,87 @@ class FakeOpenCodeServer:
         self._emit("session.compacted", {"sessionID": run.session.id})
         return _Result("completed", run.last_text, None, run.message.id if run.message else None)
 
-    def _start_message(self, run: _Run, *, agent: str | None = None) -> None:
+    async def _auto_compact(self, run: _Run, step: Compact) -> None:
+        """An automatic compaction inside a run, in the measured order (see :class:`Compact`)."""
+        session = run.session
+        self._finish_step(run, "tool-calls" if run.had_tool else "stop")
+        compaction_id = self._store_user_message(
+            run, {"type": "compaction", "auto": True, "overflow": False}
+        )
+        self._set_status(session, _BUSY)
+        self._start_message(run, agent="compaction", parent_id=compaction_id)
+        self._set_status(session, _BUSY)
+        self._announce_diff(session)
+        await asyncio.sleep(0)
+        summary = self.summary_text if step.summary is None else step.summary
+        await self._do_text(run, Text(summary))
+        self._finish_step(run, "stop")
+        run.last_text = ""  # the summary is not the agent's answer
+        now = _now_ms()
+        run.answering = self._store_user_message(
+            run,
+            {
+                "type": "text",
+                "text": COMPACTION_CONTINUE,
+                "synthetic": True,
+                "time": {"start": now, "end": now},
+                "metadata": {"compaction_continue": True},
+            },
+        )
+        self._emit("session.compacted", {"sessionID": session.id})
+        self._start_message(run)
+        await asyncio.sleep(0)
+
+    def _store_user_message(self, run: _Run, part: JSON) -> str:
+        """A user message the server adds to a run by itself (no ``session.updated``)."""
+        prompt = run.prompt
+        message = FakeMessage({})
+        info: JSON = {
+            "id": self._new_id("msg"),
+            "role": "user",
+            "sessionID": run.session.id,
+            "time": {"created": _now_ms()},
+            "agent": prompt.agent,
+            "model": {"providerID": prompt.provider_id, "modelID": prompt.model_id},
+        }
+        self._store_message(run.session, message, info)
+        ids = {"messageID": info["id"], "sessionID": run.session.id, "id": self._new_id("prt")}
+        self._store_part(message, {**ids, **part})
+        return str(info["id"])
+
+    async def _retry(self, run: _Run, step: Fail) -> None:
+        """OpenCode's retries of a failing model call (measured order: ``retry`` status,
+        the wait, ``busy`` for the next attempt)."""
+        run.retrying = True
+        for attempt in range(1, step.retries + 1):
+            next_ms = _now_ms() + int(step.retry_delay * 1000)
+            status = {"type": "retry", "attempt": attempt, "message": step.message, "next": next_ms}
+            self._set_status(run.session, status)
+            await asyncio.sleep(step.retry_delay)
+            self._set_status(run.session, _BUSY)
+        run.retrying = False
+
+    def _start_message(
+        self, run: _Run, *, agent: str | None = None, parent_id: str | None = None
+    ) -> None:
+        """A new assistant message (a model step) answering the run's newest user
+        message, or ``parent_id``; ``agent`` (``compaction``) makes a summary message,
+        whose events the caller announces."""
         prompt = run.prompt
         session = run.session
         message = FakeMessage({})
+        regular = agent is None and prompt.compaction is None
         agent = agent or prompt.agent
-        parent_id = (run.merged[-1] if run.merged else prompt).user_message_id
-        if run.message is not None and prompt.compaction is None:
+        if parent_id is None:
+            parent_id = run.answering or prompt.user_message_id
+        if run.message is not None and regular:
             # Measured: each later model step is announced busy before its message, and
             # takes in the prompts sent meanwhile: it answers the newest one (parentID)
             # and they get no run of their own.
             self._set_status(session, _BUSY)
             while session._queue and session._queue[0].compaction is None:
                 run.merged.append(session._queue.popleft())
-                parent_id = run.merged[-1].user_message_id
+                parent_id = run.answering = run.merged[-1].user_message_id
         info: JSON = {
             "id": self._new_id("msg"),
             "parentID": parent_id,
@@ -1506,12 +1790,12 @@ class FakeOpenCodeServer:
         run.step_started = False
         run.had_tool = False
         self._store_message(session, message, info)
-        if prompt.compaction is None:
+        if regular:
             # Measured: session.updated (the diff summary appears with the first step)
             # and session.diff, then busy again before the step streams.
             self._announce_diff(session)
             self._set_status(session, _BUSY)
-        elif "summary" not in session.info:
+        elif prompt.compaction is not None and "summary" not in session.info:
             self._touch(session, summary={"additions": 0, "deletions": 0, "files": 0})
 
     def _ensure_step(self, run: _Run) -> FakeMessage:
@@ -1929,7 +2213,7 @@ class FakeOpenCodeServer:
         self._close_text(run)
         data: JSON = {"message": step.message}
         if step.name == "APIError":
-            data |= _api_error_data(step.message)
+            data |= _api_error_data(step.message, retryable=step.retries > 0)
         if step.data:
             data.update(step.data)
         error: JSON = {"name": step.name, "data": data}
@@ -1945,6 +2229,15 @@ class FakeOpenCodeServer:
 
     async def _cleanup_aborted(self, run: _Run) -> _Result:
         session = run.session
+        message = run.message
+        if run.retrying and message is not None:
+            # Measured: an abort between retries completes the assistant message with no
+            # error, then one idle pair; no session.error.
+            info = dict(message.info)
+            info["time"] = {"created": info["time"]["created"], "completed": _now_ms()}
+            self._store_message(session, message, info)
+            self._set_idle(session)
+            return _Result("aborted", run.last_text, None, message.id)
         # Task children go first, like on the real server.
         for active in list(run.tools.values()):
             if active.child_id is not None and active.child_id in self._sessions:
@@ -2003,6 +2296,9 @@ class FakeOpenCodeServer:
         finally:
             session._aborting = None
             done.set_result(None)
+        if session._deferred and not self._closed:
+            # The abort cut a run's finishing window: what the window accepted still runs.
+            self._admit_deferred(session)
 
     # ------------------------------------------------------------------ HTTP
 
@@ -2345,6 +2641,8 @@ class FakeOpenCodeServer:
             return httpx.Response(204)
         assert prompt.future is not None
         result = await asyncio.shield(prompt.future)
+        if result.outcome == "vanished":
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
         message = session._messages.get(result.message_id or "")
         if message is None:
             message = session._messages.get(prompt.user_message_id)
@@ -2493,7 +2791,9 @@ class FakeOpenCodeServer:
             compaction=bool(auto),
         )
         assert prompt.future is not None
-        await asyncio.shield(prompt.future)
+        result = await asyncio.shield(prompt.future)
+        if result.outcome == "vanished":
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
         return _json_response(200, True)
 
     def _list_status(self, directory: str) -> httpx.Response:

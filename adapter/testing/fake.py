@@ -1,7 +1,9 @@
 """The in-process fake OpenCode server and its script steps."""
 
 from ._fake_server import (
+    COMPACTION_CONTINUE,
     OPENCODE_VERSION,
+    Compact,
     Fail,
     FakeMessage,
     FakeOpenCodeServer,
@@ -13,6 +15,7 @@ from ._fake_server import (
     Permission,
     Question,
     RecordedRequest,
+    RunEndHold,
     Step,
     Task,
     Text,
@@ -20,7 +23,9 @@ from ._fake_server import (
 )
 
 __all__ = [
+    "COMPACTION_CONTINUE",
     "OPENCODE_VERSION",
+    "Compact",
     "Fail",
     "FakeMessage",
     "FakeOpenCodeServer",
@@ -32,6 +37,7 @@ __all__ = [
     "Permission",
     "Question",
     "RecordedRequest",
+    "RunEndHold",
     "Step",
     "Task",
     "Text",
