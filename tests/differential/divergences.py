@@ -78,7 +78,8 @@ def _timestamps(path: tuple[str, ...], value: Any, ctx: Context) -> Any:
         return KEEP
     if len(path) >= 2 and path[-2] == "time" and path[-1] in _TIME_KEYS:
         return "<ts>"
-    if path[-1] == "time" or (path[-1] == "next" and "status" in path):
+    # ``next`` is only ever a retry status's (in events and in ``GET /session/status``).
+    if path[-1] in ("time", "next"):
         return "<ts>"
     return KEEP
 

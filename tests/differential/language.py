@@ -80,6 +80,17 @@ class Fails:
     type: str = "invalid_request_error"
     message: str = "scripted bad request"
 
+    @property
+    def retried(self) -> bool:
+        """Whether OpenCode retries the call first (measured: a 5xx or 429, or a body
+        whose type is ``server_error``): five times over about 74 s."""
+        return self.status >= 500 or self.status == 429 or self.type == "server_error"
+
+
+FAKE_RETRY_DELAY = 15.0
+"""Seconds each of the fake's five retries waits: about the real server's 74 s in all, so a
+scenario that acts during the retries finds both targets still retrying."""
+
 
 Turn: TypeAlias = Say | CallBash | CallTask | CallQuestion | Hangs | Fails
 """One model request's answer."""
@@ -267,6 +278,8 @@ def fake_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[fake.Ste
                     "APIError",
                     turn.message,
                     data={"statusCode": turn.status, "responseBody": body},
+                    retries=5 if turn.retried else 0,
+                    retry_delay=FAKE_RETRY_DELAY,
                 )
             )
     return steps

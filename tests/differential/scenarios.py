@@ -270,6 +270,25 @@ SCENARIOS: list[Scenario] = [
             ),
         ],
     ),
+    Scenario(
+        "abort_during_retries",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitFor(On("session.status", "root", {"status.type": "retry"})),
+            Call("GET", "/session/status"),
+            Call("POST", "/session/{root}/abort"),
+            WaitIdle("root"),
+        ],
+        scripts={"main": [Fails(500, "server_error", "the provider is down")]},
+        # Measured: the retry status is announced (and listed) while OpenCode waits; an
+        # abort then ends the run with one idle pair and no session.error.
+        constraints=[
+            Before(On("session.status", "root", {"status.type": "retry"}), idle("root")),
+            Never(On("session.error", "root")),
+            Occurs(idle("root"), 1, 1),
+        ],
+    ),
     # ------------------------------------------------------------------ abort
     Scenario(
         "abort_idle_session",
