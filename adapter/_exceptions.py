@@ -18,6 +18,7 @@ __all__ = [
     "AuthError",
     "ConnectTimeoutError",
     "InvalidInputError",
+    "NativeEventError",
     "NotFoundError",
     "OpenCodeError",
     "ProtocolError",
@@ -92,6 +93,20 @@ class ProtocolError(OpenCodeError):
         #: children list with one hostile id), so a caller loses nothing valid.
         self.partial = partial
         super().__init__(f"{operation}: {message}")
+
+
+class NativeEventError(ProtocolError):
+    """A native event of a known type whose fields cannot be trusted.
+
+    ``event_type`` is the event's ``type`` (``None`` when it had none). Raised
+    by the one parse of each event, so the adapter and the partial-result
+    collector skip the same events for the same reason.
+    """
+
+    def __init__(self, event_type: str | None, message: str) -> None:
+        self.event_type = event_type
+        where = "event" if event_type is None else f"event {event_type[:80]}"
+        super().__init__(where, message)
 
 
 class InvalidInputError(OpenCodeError, ValueError):
