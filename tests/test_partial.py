@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from adapter._exceptions import InvalidInputError
 from adapter._models import Message
+from adapter._native import parse_native
 from adapter._partial import PartialCollector, PartialResult, ToolCallResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -628,6 +629,77 @@ def test_steer_message_and_later_ids_belong_to_the_turn() -> None:
     ]
     replay(events, collector)
     assert collector.result("t").text == "after steer\nlater step"
+
+
+def test_belongs_replaces_the_root_rule() -> None:
+    """The adapter's one rule of turn membership decides for root messages."""
+    events = [
+        message_event(ROOT, "msg_0001", "user"),
+        message_event(ROOT, "msg_0002", "assistant", "msg_0001"),
+        text_event(ROOT, "msg_0002", "prt_old", "earlier turn"),
+        message_event(ROOT, "msg_0010", "user"),
+        message_event(ROOT, "msg_0011", "assistant", "msg_0010"),
+        text_event(ROOT, "msg_0011", "prt_new", "this turn"),
+        message_event("ses_child", "msg_0012", "assistant", "msg_0003"),
+        text_event("ses_child", "msg_0012", "prt_child", "child text"),
+    ]
+    asked: list[str] = []
+
+    def only_the_old_one(message_id: str) -> bool:
+        asked.append(message_id)
+        return message_id == "msg_0002"
+
+    collector = PartialCollector(ROOT, turn_message_ids=["msg_0010"], belongs=only_the_old_one)
+    collector.add_session("ses_child", ROOT)
+    replay(events, collector)
+    result = collector.result("t")
+    assert result.text == "earlier turn"  # the ids-based rule would have said "this turn"
+    assert result.sessions["ses_child"].text == "child text"  # children: every message
+    assert "msg_0012" not in asked and "msg_0001" not in asked  # children, users: not asked
+    # User messages and the turn's own prompt never count, whatever belongs says.
+    everything = PartialCollector(ROOT, turn_message_ids=["msg_0010"], belongs=lambda m: True)
+    replay(events, everything)
+    everything.observe(part_event(ROOT, "msg_0010", "prt_p", type="text", text="the prompt"))
+    assert everything.result("t").text == "earlier turn\nthis turn"
+
+
+def test_a_compaction_summary_is_never_the_answer() -> None:
+    """Real 1.18.34 recording: a text turn, then ``summarize``; its summary is left out."""
+    kinds = load("events-kinds-1.18.34.jsonl")
+    session = next(e["properties"]["sessionID"] for e in kinds if e["type"] == "session.compacted")
+    for belongs in (None, lambda message_id: True):
+        collector = PartialCollector(session, belongs=belongs)
+        replay(kinds, collector)
+        assert collector.result("t").text == "something worth summarising"
+        assert b"Scripted session" not in json.dumps(collector.result().to_dict()).encode()
+    # The stored messages say the same (reconcile after a stop).
+    final: dict[str, dict[str, Any]] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for event in kinds:
+        props = event["properties"]
+        if event["type"] == "message.updated" and props["info"]["sessionID"] == session:
+            final[props["info"]["id"]] = props["info"]
+        elif event["type"] == "message.part.updated" and props["part"]["sessionID"] == session:
+            parts[props["part"]["id"]] = props["part"]
+    messages = [
+        Message.parse({"info": info, "parts": [p for p in parts.values() if p["messageID"] == mid]})
+        for mid, info in final.items()
+    ]
+    collector = PartialCollector(session)
+    collector.reconcile(session, messages)
+    assert collector.result("t").text == "something worth summarising"
+    assert collector.held_bytes == len("something worth summarising")
+
+
+def test_observe_native_gives_the_same_result_as_observe() -> None:
+    for title, root in NESTED_ROOTS.items():
+        raw = PartialCollector(root, turn_message_ids=[first_user_message(NESTED, root)])
+        native = PartialCollector(root, turn_message_ids=[first_user_message(NESTED, root)])
+        for event in NESTED:
+            raw.observe(event)
+            native.observe_native(parse_native(event))
+        assert native.result("t") == raw.result("t"), title
+        assert native.held_bytes == raw.held_bytes
 
 
 def test_user_prompt_text_is_not_assistant_text_even_without_its_role() -> None:
