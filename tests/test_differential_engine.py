@@ -14,7 +14,15 @@ import pytest
 
 from tests.differential.compare import compare
 from tests.differential.driver import Exchange, FakeTarget, Recording, conversations, record_both
-from tests.differential.language import CallBash, Prompt, Say, Scenario, WaitIdle
+from tests.differential.language import (
+    CONTINUATION_TEXT,
+    CallBash,
+    Overflows,
+    Prompt,
+    Say,
+    Scenario,
+    WaitIdle,
+)
 from tests.differential.normalise import MISSING, Normaliser, diff
 from tests.differential.order import ANY, Before, CreatedFirst, Never, Occurs, On, PartsAfterMessage
 from tests.differential.scenarios import BY_NAME
@@ -219,6 +227,24 @@ def test_scripts_must_end_where_the_model_stops() -> None:
         Scenario("bad", [], scripts={"main": [CallBash("ls", "")]})
 
 
+def test_an_overflow_needs_auto_compaction_and_the_real_continuation_after_it() -> None:
+    with pytest.raises(ValueError, match="auto_compaction"):
+        Scenario("bad", [], scripts={"main": [Overflows("big"), Say(CONTINUATION_TEXT)]})
+    with pytest.raises(ValueError, match="must end Overflows"):
+        Scenario(
+            "bad",
+            [],
+            scripts={"main": [Overflows("big"), Say("something else")]},
+            auto_compaction=True,
+        )
+    Scenario(
+        "good",
+        [],
+        scripts={"main": [Overflows("big"), Say(CONTINUATION_TEXT)]},
+        auto_compaction=True,
+    )
+
+
 def test_later_prompts_continue_the_first_prompts_model_conversation() -> None:
     scenario = Scenario(
         "chat",
@@ -233,7 +259,15 @@ def test_later_prompts_continue_the_first_prompts_model_conversation() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["text_turn", "bash_tool_turn", "abort_hanging_model_call", "permission_replied_once"]
+    "name",
+    [
+        "text_turn",
+        "bash_tool_turn",
+        "abort_hanging_model_call",
+        "permission_replied_once",
+        "abort_during_retries",
+        "auto_compaction_mid_run",
+    ],
 )
 async def test_the_driver_is_deterministic_fake_against_fake(name: str) -> None:
     """Two fakes playing the same scenario differ in nothing: the driver, its waits and

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 
@@ -16,6 +17,7 @@ from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 
 from .compare import compare, report
 from .driver import FakeTarget, RealTarget, record_both
+from .language import auto_compaction_server_options
 from .scenarios import BY_NAME, SCENARIOS
 from .schema import served_spec
 
@@ -24,14 +26,24 @@ async def _run(names: list[str]) -> int:
     chosen = [BY_NAME[n] for n in names] if names else SCENARIOS
     results = []
     started = time.monotonic()
-    with ScriptedModelServer() as model, RealOpenCodeServer(model.base_url) as server:
+    with contextlib.ExitStack() as stack:
+        model = stack.enter_context(ScriptedModelServer())
+        server = stack.enter_context(RealOpenCodeServer(model.base_url))
         real = RealTarget(server, model)
         api = served_spec(server.base_url, server.auth)
+        compacting: RealTarget | None = None
         for scenario in chosen:
+            target = real
+            if scenario.auto_compaction:
+                if compacting is None:
+                    options = auto_compaction_server_options()
+                    second = RealOpenCodeServer(model.base_url, **options)
+                    compacting = RealTarget(stack.enter_context(second), model)
+                target = compacting
             fake = FakeTarget()
             t0 = time.monotonic()
             try:
-                fake_rec, real_rec = await record_both(scenario, fake, real)
+                fake_rec, real_rec = await record_both(scenario, fake, target)
             finally:
                 await fake.aclose()
             results.append(

@@ -92,7 +92,30 @@ FAKE_RETRY_DELAY = 15.0
 scenario that acts during the retries finds both targets still retrying."""
 
 
-Turn: TypeAlias = Say | CallBash | CallTask | CallQuestion | Hangs | Fails
+OVERFLOW_TOKENS = 200_000
+"""The prompt tokens an :class:`Overflows` answer reports: above the test model's context
+(128000), so an OpenCode with auto-compaction on compacts the session."""
+
+CONTINUATION_TEXT = "done"
+"""What the scripted model answers a request with no script marker (its ``default_text``)."""
+
+
+@dataclass(frozen=True)
+class Overflows:
+    """The model answers ``text`` but reports more tokens than its context holds.
+
+    On a server with auto-compaction (:attr:`Scenario.auto_compaction`) OpenCode then
+    compacts the session inside the run (a summary, a synthetic "continue" message) and
+    calls the model again; the fake plays it as ``Text(text), Compact()``. The real
+    continuation request no longer carries the script marker (it was compacted away),
+    so the scripted model answers it with :data:`CONTINUATION_TEXT`: the turn after an
+    ``Overflows`` must be ``Say(CONTINUATION_TEXT)``, the script's last.
+    """
+
+    text: str
+
+
+Turn: TypeAlias = Say | CallBash | CallTask | CallQuestion | Hangs | Fails | Overflows
 """One model request's answer."""
 
 ENDS_A_RUN = (Say, Hangs, Fails)
@@ -210,8 +233,22 @@ class Scenario:
     actions: Sequence[Action]
     scripts: Mapping[str, Sequence[Turn]] = field(default_factory=dict)
     constraints: Sequence[Any] = ()
+    auto_compaction: bool = False
+    """Run on a real server with auto-compaction on (``OPENCODE_DISABLE_AUTOCOMPACT=0``,
+    ``compaction.auto``), not the shared one; see :func:`auto_compaction_server_options`."""
 
     def __post_init__(self) -> None:
+        for name, turns in self.scripts.items():
+            for index, turn in enumerate(turns):
+                if not isinstance(turn, Overflows):
+                    continue
+                if not self.auto_compaction:
+                    raise ValueError(f"{self.name}: Overflows needs auto_compaction=True")
+                if list(turns[index + 1 :]) != [Say(CONTINUATION_TEXT)]:
+                    raise ValueError(
+                        f"{self.name}: script {name!r} must end Overflows(...), "
+                        f"Say({CONTINUATION_TEXT!r}) (the real continuation has no script)"
+                    )
         for name, turns in self.scripts.items():
             if not turns or not isinstance(turns[-1], ENDS_A_RUN):
                 raise ValueError(
@@ -221,6 +258,14 @@ class Scenario:
             for turn in turns:
                 if isinstance(turn, CallTask) and turn.child not in self.scripts:
                     raise ValueError(f"{self.name}: unknown child script {turn.child!r}")
+
+
+def auto_compaction_server_options() -> dict[str, Any]:
+    """``RealOpenCodeServer`` keyword arguments for :attr:`Scenario.auto_compaction`."""
+    return {
+        "extra_env": {"OPENCODE_DISABLE_AUTOCOMPACT": "0"},
+        "config_overrides": {"compaction": {"auto": True}},
+    }
 
 
 # --------------------------------------------------------------------------- translation
@@ -271,6 +316,8 @@ def fake_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[fake.Ste
             steps.append(fake.Question([dict(q) for q in turn.questions]))
         elif isinstance(turn, Hangs):
             steps.append(fake.Hang())
+        elif isinstance(turn, Overflows):
+            steps += [fake.Text(turn.text), fake.Compact()]
         else:
             body = json.dumps(error_body(turn))
             steps.append(
@@ -302,6 +349,8 @@ def model_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[scripte
             steps.append(scripted.ToolCalls([call]))
         elif isinstance(turn, Hangs):
             steps.append(scripted.Hang())
+        elif isinstance(turn, Overflows):
+            steps.append(scripted.Text(turn.text, prompt_tokens=OVERFLOW_TOKENS))
         else:
             steps.append(scripted.HttpError(turn.status, error_body(turn)))
     return steps

@@ -8,6 +8,7 @@ alongside a turn on the real server.
 from __future__ import annotations
 
 from .language import (
+    CONTINUATION_TEXT,
     Call,
     CallBash,
     CallQuestion,
@@ -15,6 +16,7 @@ from .language import (
     Create,
     Fails,
     Hangs,
+    Overflows,
     Prompt,
     Say,
     Scenario,
@@ -542,6 +544,33 @@ SCENARIOS: list[Scenario] = [
             Before(On("permission.replied", "asker"), tool("asker", "bash", "completed")),
             Occurs(On("session.error", "home", {"error.name": "MessageAbortedError"})),
         ],
+    ),
+    # Automatic compaction inside a run (a server with auto-compaction on): the summary
+    # and the synthetic "continue" message, then the agent goes on in the same run.
+    Scenario(
+        "auto_compaction_mid_run",
+        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
+        scripts={
+            "main": [
+                CallBash("echo before", "before\n"),
+                Overflows("a long answer"),
+                Say(CONTINUATION_TEXT),
+            ]
+        },
+        constraints=[
+            Before(On("message.part.updated", "root", {"part.type": "compaction"}), idle("root")),
+            Before(
+                On("message.updated", "root", {"info.summary": True}),
+                On("session.compacted", "root"),
+            ),
+            Before(
+                On("message.part.updated", "root", {"part.synthetic": True}),
+                On("session.compacted", "root"),
+            ),
+            Before(On("session.compacted", "root"), text_done("root", CONTINUATION_TEXT)),
+            Occurs(idle("root"), 1, 1),
+        ],
+        auto_compaction=True,
     ),
 ]
 """Every scenario, in the order they run."""

@@ -11,6 +11,7 @@ release checks that release's contract.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing._real_server import PINNED_VERSION
 from tests.differential.compare import compare, report
 from tests.differential.driver import FakeTarget, RealTarget, record_both
-from tests.differential.language import Scenario
+from tests.differential.language import Scenario, auto_compaction_server_options
 from tests.differential.scenarios import SCENARIOS
 from tests.differential.schema import SPEC_PATH, OpenApi, served_spec
 
@@ -43,18 +44,28 @@ def test_the_fixture_spec_is_what_the_pinned_release_serves(
         assert served == json.loads(SPEC_PATH.read_text(encoding="utf-8"))
 
 
+@pytest.fixture(scope="module")
+def compacting_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A second real server, with auto-compaction on, for the scenarios that need it."""
+    options = auto_compaction_server_options()
+    with RealOpenCodeServer(scripted_model.base_url, **options) as server:
+        yield server
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 async def test_fake_matches_real_server(
     scenario: Scenario,
     scripted_model: ScriptedModelServer,
     real_server: RealOpenCodeServer,
     real_spec: OpenApi,
+    request: pytest.FixtureRequest,
 ) -> None:
+    server = real_server
+    if scenario.auto_compaction:
+        server = request.getfixturevalue("compacting_server")
     fake = FakeTarget()
     try:
-        fake_rec, real_rec = await record_both(
-            scenario, fake, RealTarget(real_server, scripted_model)
-        )
+        fake_rec, real_rec = await record_both(scenario, fake, RealTarget(server, scripted_model))
     finally:
         await fake.aclose()
     divergences = compare(scenario, fake_rec, real_rec, real_spec)
