@@ -7,16 +7,34 @@ is private and may change.
 from ._adapter import OpenCodeAdapter
 from ._client import OpenCodeClient, PermissionReply, RawEvent
 from ._events import (
+    AnyEvent,
     ChildStarted,
     ContentDelta,
     Event,
+    ItemCompleted,
     ItemEvent,
+    ItemStarted,
     ItemType,
+    ItemUpdated,
     RequestEvent,
+    RequestOpened,
+    RequestResolved,
+    RetryStatus,
+    RuntimeErrorEvent,
     RuntimeEvent,
+    RuntimeWarningEvent,
     SessionEvent,
+    SessionExited,
+    SessionStarted,
     ThreadMetadataUpdated,
+    ThreadStarted,
+    TurnAborted,
+    TurnCompleted,
     TurnEvent,
+    TurnRetrying,
+    TurnStarted,
+    UserInputRequested,
+    UserInputResolved,
 )
 from ._exceptions import (
     AdapterClosedError,
@@ -47,15 +65,18 @@ from ._models import (
     ToolState,
 )
 from ._partial import PartialCollector, PartialResult, SessionPartial, ToolCallResult
+from ._records import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
 from ._retry import RetryPolicy
-from ._state import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
-from ._stop_tree import SessionStop, StopReport, stop_tree
+from ._stop_report import SessionStop, StopReport
+from ._stop_tree import stop_tree
 from ._stream import EventStream
+from ._timeouts import Timeouts
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AdapterClosedError",
+    "AnyEvent",
     "AuthError",
     "ChildStarted",
     "ConnectTimeoutError",
@@ -65,8 +86,11 @@ __all__ = [
     "Health",
     "InterruptResult",
     "InvalidInputError",
+    "ItemCompleted",
     "ItemEvent",
+    "ItemStarted",
     "ItemType",
+    "ItemUpdated",
     "Message",
     "MessageError",
     "MessageInfo",
@@ -83,28 +107,43 @@ __all__ = [
     "RawEvent",
     "RequestError",
     "RequestEvent",
+    "RequestOpened",
+    "RequestResolved",
     "RetryPolicy",
+    "RetryStatus",
+    "RuntimeErrorEvent",
     "RuntimeEvent",
+    "RuntimeWarningEvent",
     "ServerExitedError",
     "Session",
     "SessionClosedError",
     "SessionEvent",
+    "SessionExited",
     "SessionInfo",
     "SessionPartial",
+    "SessionStarted",
     "SessionStatus",
     "SessionStop",
     "StopReport",
     "ThreadHistory",
     "ThreadMetadataUpdated",
+    "ThreadStarted",
     "ThreadStatus",
+    "Timeouts",
     "ToolCallResult",
     "ToolState",
     "TreeStopError",
+    "TurnAborted",
     "TurnCancelledError",
+    "TurnCompleted",
     "TurnEvent",
+    "TurnRetrying",
     "TurnStart",
+    "TurnStarted",
     "UnknownRequestError",
     "UnknownThreadError",
+    "UserInputRequested",
+    "UserInputResolved",
     "__version__",
     "configure_logging",
     "stop_tree",

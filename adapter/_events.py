@@ -3,8 +3,14 @@
 OpenCode's native events are translated into one provider-neutral stream.
 Every event has ``type``, ``thread_id``, ``turn_id`` (inside a turn),
 ``event_id``, ``created_at`` and ``raw`` (the native event it came from, or
-``None`` when the adapter produced it itself). Type-specific fields live on
-the subclasses, so a host can ``match`` on the class or compare ``type``.
+``None`` when the adapter produced it itself).
+
+Each event type is one class whose ``type`` is a ``Literal`` (``TurnStarted``
+is always ``"turn.started"``), and :data:`AnyEvent` is the union of them all,
+so a host can ``match`` exhaustively and a type checker catches a misspelt
+type. The grouping classes (``TurnEvent``, ``ItemEvent``, ``RequestEvent``...)
+stay as the common bases of their leaves: ``isinstance(event, TurnEvent)``
+keeps working, and the ``type`` strings are those of earlier releases.
 """
 
 from __future__ import annotations
@@ -19,16 +25,34 @@ if TYPE_CHECKING:
     from ._partial import PartialResult
 
 __all__ = [
+    "AnyEvent",
     "ChildStarted",
     "ContentDelta",
     "Event",
+    "ItemCompleted",
     "ItemEvent",
+    "ItemStarted",
     "ItemType",
+    "ItemUpdated",
     "RequestEvent",
+    "RequestOpened",
+    "RequestResolved",
+    "RetryStatus",
+    "RuntimeErrorEvent",
     "RuntimeEvent",
+    "RuntimeWarningEvent",
     "SessionEvent",
+    "SessionExited",
+    "SessionStarted",
     "ThreadMetadataUpdated",
+    "ThreadStarted",
+    "TurnAborted",
+    "TurnCompleted",
     "TurnEvent",
+    "TurnRetrying",
+    "TurnStarted",
+    "UserInputRequested",
+    "UserInputResolved",
 ]
 
 ItemType = Literal["command", "file_change", "web", "mcp", "subagent", "other"]
@@ -62,6 +86,7 @@ class SessionEvent(Event):
 class ThreadMetadataUpdated(Event):
     """``thread.metadata.updated``: the server named the thread."""
 
+    type: Literal["thread.metadata.updated"] = "thread.metadata.updated"
     title: str
 
 
@@ -82,6 +107,7 @@ class TurnEvent(Event):
 class ContentDelta(Event):
     """``content.delta``: new text of the root session's answer or reasoning."""
 
+    type: Literal["content.delta"] = "content.delta"
     stream: Literal["assistant_text", "reasoning_text"]
     delta: str
     item_id: str
@@ -109,6 +135,7 @@ class ItemEvent(Event):
 class ChildStarted(Event):
     """``child.started``: a subagent (or an API-created child) joined the thread's tree."""
 
+    type: Literal["child.started"] = "child.started"
     session_id: str
     parent_id: str
     title: str | None = None
@@ -134,3 +161,157 @@ class RuntimeEvent(Event):
 
     message: str
     error_name: str | None = None
+    #: A request the adapter could not route to a thread (its session's ancestry
+    #: could not be read): the host still learns of it and can answer it.
+    request_id: str | None = None
+    session_id: str | None = None
+
+
+# -- one class per event type ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionStarted(SessionEvent):
+    """The thread is bound to its root session and its event stream is connected."""
+
+    type: Literal["session.started"] = "session.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadStarted(SessionEvent):
+    """Emitted right after ``session.started`` (a thread-level alias hosts key on)."""
+
+    type: Literal["thread.started"] = "thread.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionExited(SessionEvent):
+    """The thread ended (``stop_session``, adapter close, server exit); emitted once."""
+
+    type: Literal["session.exited"] = "session.exited"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted(TurnEvent):
+    type: Literal["turn.started"] = "turn.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCompleted(TurnEvent):
+    """The turn ran to its end: ``state`` is ``completed``, or ``failed`` with ``error``."""
+
+    type: Literal["turn.completed"] = "turn.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnAborted(TurnEvent):
+    """The turn was stopped (``reason``; ``partial``: what it had produced)."""
+
+    type: Literal["turn.aborted"] = "turn.aborted"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryStatus:
+    """OpenCode is retrying a failed model request: ``attempt`` (1-based), the
+    provider's ``message``, and ``next_at`` (epoch seconds of the next try)."""
+
+    attempt: int
+    message: str
+    next_at: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRetrying(TurnEvent):
+    """``turn.retrying``: the model provider failed and OpenCode will try again.
+
+    OpenCode retries a 5xx/429 five times over about 70 s; without this event a
+    host shows a silent spinner for that minute. The thread's
+    ``SessionInfo.retry`` holds the same record until the run goes on.
+    """
+
+    type: Literal["turn.retrying"] = "turn.retrying"
+    retry: RetryStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemStarted(ItemEvent):
+    type: Literal["item.started"] = "item.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemUpdated(ItemEvent):
+    type: Literal["item.updated"] = "item.updated"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemCompleted(ItemEvent):
+    """The tool call ended: ``status`` is ``completed`` (``detail``: output) or ``error``."""
+
+    type: Literal["item.completed"] = "item.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestOpened(RequestEvent):
+    """A permission request waits for ``respond_to_request``."""
+
+    type: Literal["request.opened"] = "request.opened"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestResolved(RequestEvent):
+    """A permission request ended: ``decision`` (``accept``/``decline``/..., or
+    ``cancelled`` when a stop made it moot)."""
+
+    type: Literal["request.resolved"] = "request.resolved"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserInputRequested(RequestEvent):
+    """A question request waits for ``respond_to_user_input``."""
+
+    type: Literal["user-input.requested"] = "user-input.requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserInputResolved(RequestEvent):
+    """A question request ended: ``answered``, ``rejected`` or ``cancelled``."""
+
+    type: Literal["user-input.resolved"] = "user-input.resolved"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeWarningEvent(RuntimeEvent):
+    """Something the host should know that did not end anything (a lost stream...)."""
+
+    type: Literal["runtime.warning"] = "runtime.warning"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeErrorEvent(RuntimeEvent):
+    """An error of the thread (a failed turn's cause, the server's exit)."""
+
+    type: Literal["runtime.error"] = "runtime.error"
+
+
+#: Every event the adapter emits, as one union a host can ``match`` exhaustively.
+AnyEvent = (
+    SessionStarted
+    | ThreadStarted
+    | SessionExited
+    | ThreadMetadataUpdated
+    | TurnStarted
+    | TurnCompleted
+    | TurnAborted
+    | TurnRetrying
+    | ContentDelta
+    | ItemStarted
+    | ItemUpdated
+    | ItemCompleted
+    | ChildStarted
+    | RequestOpened
+    | RequestResolved
+    | UserInputRequested
+    | UserInputResolved
+    | RuntimeWarningEvent
+    | RuntimeErrorEvent
+)

@@ -8,10 +8,7 @@ userinfo into them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._stop_tree import SessionStop, StopReport
+from ._stop_report import SessionStop, StopReport
 
 __all__ = [
     "AdapterClosedError",

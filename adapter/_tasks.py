@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from ._logging import get_logger
 
-__all__ = ["TaskOwner"]
+__all__ = ["TaskOwner", "TaskScope"]
 
 T = TypeVar("T")
 _log = get_logger("adapter.tasks")
@@ -57,3 +57,46 @@ class TaskOwner:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def scope(self, name: str) -> TaskScope:
+        """A group of this owner's tasks that belong to one thing (a thread, a turn)
+        and end with it: :meth:`TaskScope.cancel` cancels them when it ends."""
+        return TaskScope(self, name)
+
+
+class TaskScope:
+    """The tasks of one turn or thread. They are spawned and awaited by the
+    :class:`TaskOwner` (nothing outlives the adapter); the scope cancels them
+    the moment their turn or thread ends, so no task ever has to find out
+    afterwards that the thing it worked for is gone."""
+
+    def __init__(self, owner: TaskOwner, name: str) -> None:
+        self._owner = owner
+        self._name = name
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._cancelled = False
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T] | None:
+        """Start a task of this scope; ``None`` (and nothing started) once the scope ended."""
+        if self._cancelled:
+            coro.close()
+            return None
+        task = self._owner.spawn(coro, name=f"{self._name}:{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def cancel(self) -> None:
+        """End the scope: cancel what still runs (the owner awaits it) and start nothing more."""
+        self._cancelled = True
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()

@@ -143,7 +143,7 @@ async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
     fake.emit("session.idle", {"sessionID": root})
     await asyncio.sleep(0.1)
     assert rec.of("turn.completed", T) == []
-    assert oc.list_sessions()[0].status == "running"
+    assert oc.list_sessions()[0].status == "stopping"
     hold.release()
     await stop
     await rec.settle()
@@ -254,7 +254,7 @@ async def test_send_waits_for_a_pending_stop_then_starts_a_new_turn(
     assert not send.done()
     assert sum(1 for r in fake.requests if r.path.endswith("/prompt_async")) == prompts_before
     [info] = oc.list_sessions()
-    assert info.status == "running" and info.active_turn_id == turn_id
+    assert info.status == "stopping" and info.active_turn_id == turn_id
     hold.release()
     await stop
     nxt = await send

@@ -27,7 +27,7 @@ from rich.panel import Panel
 
 from .._adapter import OpenCodeAdapter
 from .._client import OpenCodeClient
-from .._state import InterruptResult
+from .._records import InterruptResult
 from ..testing._fake_server import FakeOpenCodeServer
 from ..testing._fake_server import Hang as FakeHang
 from ..testing._fake_server import Task as FakeTask

@@ -538,9 +538,10 @@ async def test_duplicated_and_reordered_events_change_nothing(fake: FakeOpenCode
         assert "".join(e.delta for e in h.rec.of("content.delta", T)) == "hello world"
         assert len([e for e in h.rec.of("item.started") if e.item_id == done_item.item_id]) == 1
         assert len([e for e in h.rec.of("item.completed") if e.item_id == done_item.item_id]) == 1
-        # A duplicated external abort ends the turn once.
+        # An abort by another client, with its events duplicated, ends the turn once.
+        async with fake.client() as other:
+            await other.post(f"/session/{root}/abort")
         aborted = {"sessionID": root, "error": {"name": "MessageAbortedError", "data": {}}}
-        fake.emit("session.error", aborted)
         fake.emit("session.error", aborted)
         await h.rec.wait_for("turn.aborted")
         await settle(50)

@@ -1,0 +1,207 @@
+"""The thread's lifecycle: the one place that moves a thread or a turn from phase to phase.
+
+Every change of a thread's phase, of its active turn, and of a turn's phase
+goes through :class:`Lifecycle`, which checks the move against the tables of
+:mod:`adapter._lifecycle_phases` and emits what the move means to the host
+(``session.started``, ``turn.started``, ``turn.completed``, ``turn.aborted``,
+``turn.retrying``, ``session.exited``). So a turn ends exactly once (a second
+ending is refused, not emitted), ``SessionInfo.status`` is the phase itself,
+and a turn's tasks are cancelled the moment it ends (its :class:`TaskScope`),
+instead of finding out afterwards that they are stale.
+
+An illegal move is a bug of the adapter, not of the server: it raises
+:class:`LifecycleError` (logged by the caller's guard), never a silent fix-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._events import (
+    Event,
+    RetryStatus,
+    RuntimeErrorEvent,
+    SessionExited,
+    SessionStarted,
+    ThreadStarted,
+    TurnAborted,
+    TurnCompleted,
+    TurnRetrying,
+    TurnStarted,
+)
+from ._lifecycle_phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
+from ._logging import get_logger
+from ._partial import PartialResult
+from ._turn import Turn
+
+__all__ = ["Lifecycle", "LifecycleError", "TurnEnding"]
+
+_log = get_logger("adapter.lifecycle")
+
+
+class LifecycleError(RuntimeError):
+    """A move the lifecycle tables do not allow (a bug in the adapter)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnding:
+    """How a turn ended, as the host will be told."""
+
+    kind: Literal["completed", "failed", "aborted"]
+    reason: str | None = None  # aborted: why
+    error: str | None = None  # failed: the message
+    error_name: str | None = None  # failed: OpenCode's error name
+    partial: PartialResult | None = None  # aborted: what the turn had produced
+    raw: Mapping[str, Any] | None = None
+
+
+class Lifecycle:
+    """The phase of one thread and of its active turn."""
+
+    def __init__(self, thread_id: str, session_id: str, emit: Callable[[Event], None]) -> None:
+        self.thread_id = thread_id
+        self.session_id = session_id
+        self._emit = emit
+        self._phase = ThreadPhase.CONNECTING
+        self._turn: Turn | None = None
+        self._started = False
+        self.last_error: str | None = None
+
+    @property
+    def phase(self) -> ThreadPhase:
+        return self._phase
+
+    @property
+    def turn(self) -> Turn | None:
+        """The active turn (``None`` between turns)."""
+        return self._turn
+
+    @property
+    def turn_id(self) -> str | None:
+        return self._turn.turn_id if self._turn is not None else None
+
+    @property
+    def closing(self) -> bool:
+        return self._phase in (ThreadPhase.CLOSING, ThreadPhase.STOPPED)
+
+    def _move(self, to: ThreadPhase) -> None:
+        if to is self._phase:
+            return
+        if to not in THREAD_TRANSITIONS[self._phase]:
+            raise LifecycleError(f"thread {self.thread_id}: {self._phase} -> {to} is not allowed")
+        _log.debug("lifecycle.thread", thread_id=self.thread_id, frm=self._phase, to=to)
+        self._phase = to
+
+    def _turn_to(self, turn: Turn, to: TurnPhase) -> None:
+        if to is turn.phase:
+            return
+        if to not in TURN_TRANSITIONS[turn.phase]:
+            raise LifecycleError(f"turn {turn.turn_id}: {turn.phase} -> {to} is not allowed")
+        turn.phase = to
+
+    # -- thread ---------------------------------------------------------------
+
+    def connected(self) -> None:
+        """The event stream is up: the thread is ready and the host is told so."""
+        self._move(ThreadPhase.READY)
+        self._started = True
+        self._emit(SessionStarted(thread_id=self.thread_id, session_id=self.session_id))
+        self._emit(ThreadStarted(thread_id=self.thread_id, session_id=self.session_id))
+
+    def begin_close(self) -> bool:
+        """Start tearing the thread down; ``False`` if that had started already."""
+        if self.closing:
+            return False
+        self._move(ThreadPhase.CLOSING)
+        return True
+
+    def closed(self, reason: str) -> None:
+        """The thread is gone: its turn (if any) ends with it, ``session.exited`` once."""
+        if self._phase is ThreadPhase.STOPPED:
+            return
+        self._move(ThreadPhase.STOPPED)
+        turn, self._turn = self._turn, None
+        if turn is not None:
+            turn.phase = TurnPhase.ENDED
+            turn.scope.cancel()
+        if self._started:
+            self._emit(
+                SessionExited(
+                    thread_id=self.thread_id,
+                    turn_id=turn.turn_id if turn else None,
+                    session_id=self.session_id,
+                    reason=reason,
+                )
+            )
+
+    # -- turns ------------------------------------------------------------------
+
+    def begin_turn(self, turn: Turn) -> None:
+        if self._turn is not None:
+            raise LifecycleError(f"thread {self.thread_id} already runs {self._turn.turn_id}")
+        self._move(ThreadPhase.RUNNING)
+        self._turn = turn
+        self.last_error = None
+        self._emit(TurnStarted(thread_id=self.thread_id, turn_id=turn.turn_id))
+
+    def advance(self, turn: Turn, to: TurnPhase) -> bool:
+        """Move the active turn to a phase short of its end; ``False`` if it is not active."""
+        if to is TurnPhase.ENDED:
+            raise LifecycleError("a turn ends through end_turn()")
+        if turn is not self._turn:
+            return False
+        self._turn_to(turn, to)
+        return True
+
+    def retrying(self, turn: Turn, retry: RetryStatus | None, raw: Mapping[str, Any]) -> None:
+        """OpenCode retries (``retry``) or went on (``None``) after a failed model request."""
+        if turn is not self._turn or retry == turn.retry:
+            return
+        turn.retry = retry
+        if retry is not None:
+            self._emit(
+                TurnRetrying(thread_id=self.thread_id, turn_id=turn.turn_id, retry=retry, raw=raw)
+            )
+
+    def end_turn(self, turn: Turn, ending: TurnEnding) -> bool:
+        """End the active turn once; ``False`` (nothing emitted) if it is not active."""
+        if turn is not self._turn:
+            return False
+        self._turn_to(turn, TurnPhase.ENDED)
+        turn.scope.cancel()
+        self._turn = None
+        turn.retry = None
+        if self._phase is ThreadPhase.RUNNING:
+            self._move(ThreadPhase.READY)
+        fields: dict[str, Any] = {"thread_id": self.thread_id, "turn_id": turn.turn_id}
+        if ending.kind == "aborted":
+            self.last_error = ending.reason
+            self._emit(
+                TurnAborted(**fields, reason=ending.reason, partial=ending.partial, raw=ending.raw)
+            )
+        elif ending.kind == "failed":
+            self.last_error = ending.error
+            self._emit(TurnCompleted(**fields, state="failed", error=ending.error, raw=ending.raw))
+            self._emit(
+                RuntimeErrorEvent(
+                    **fields,
+                    message=ending.error or "the turn failed",
+                    error_name=ending.error_name,
+                    raw=ending.raw,
+                )
+            )
+        else:
+            self._emit(TurnCompleted(**fields, state="completed", raw=ending.raw))
+        return True
+
+    # -- interrupts -------------------------------------------------------------
+
+    def begin_stop(self) -> None:
+        self._move(ThreadPhase.STOPPING)
+
+    def stop_done(self) -> None:
+        """The stop finished (its turn was ended by it): the thread is ready again."""
+        if self._phase is ThreadPhase.STOPPING:
+            self._move(ThreadPhase.RUNNING if self._turn is not None else ThreadPhase.READY)

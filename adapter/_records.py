@@ -1,0 +1,68 @@
+"""The small public records the adapter returns: a thread's info, a turn's start,
+an interrupt's result, a thread's history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._events import RetryStatus
+from ._partial import PartialResult
+from ._stop_report import StopReport
+
+if TYPE_CHECKING:
+    from ._models import Message
+
+__all__ = ["InterruptResult", "SessionInfo", "ThreadHistory", "ThreadStatus", "TurnStart"]
+
+#: A thread's status: the value of its lifecycle phase (``ThreadPhase``, drawn in
+#: ``docs/interrupt.md``). ``stopping``: an interrupt is under way; ``closing``:
+#: ``stop_session`` (or the adapter's close) is tearing the thread down.
+ThreadStatus = Literal["connecting", "ready", "running", "stopping", "closing", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A thread bound to an OpenCode root session.
+
+    ``resume`` is a durable cursor: pass it to ``start_session(resume=...)``
+    (in this process or a later one) to continue the same OpenCode session.
+    ``retry`` is set while OpenCode retries a failed model request of the
+    running turn (the same record as the last ``turn.retrying`` event).
+    """
+
+    thread_id: str
+    session_id: str
+    status: ThreadStatus
+    resume: Mapping[str, Any]
+    directory: str | None
+    active_turn_id: str | None = None
+    last_error: str | None = None
+    retry: RetryStatus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    thread_id: str
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptResult:
+    """What ``interrupt_turn`` did: the stop's report and what the turn had produced.
+
+    ``turn_id`` is ``None`` for a stop with no active turn; ``stop`` is
+    ``None`` when nothing had to be stopped (a turn id that is not active).
+    """
+
+    turn_id: str | None
+    stop: StopReport | None
+    partial: PartialResult
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadHistory:
+    thread_id: str
+    session_id: str
+    messages: tuple[Message, ...]

@@ -1,0 +1,298 @@
+"""Permission and question requests of a thread's tree: opened, answered, withdrawn.
+
+A request of any session of the tree reaches the host on its thread
+(``request.opened`` / ``user-input.requested``) and ends once
+(``request.resolved`` / ``user-input.resolved``): answered here or elsewhere,
+or ``cancelled`` when a stop or the thread's end made it moot. Measured on
+OpenCode 1.18.34: a request of an aborted run stays listed by
+``GET /permission`` (a *ghost*; a reply "succeeds" and runs nothing), so
+
+* a request stopped by us is also rejected on the server, so it does not linger;
+* recovery (on resume, after a reconnect) announces only *live* requests, those
+  whose asking tool call is still pending or running;
+* a request seen answered is never announced again (a bounded memory of ids).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from ._client import OpenCodeClient
+from ._core import AdapterCore
+from ._events import RequestOpened, RequestResolved, UserInputRequested, UserInputResolved
+from ._exceptions import InvalidInputError, NotFoundError, OpenCodeError, UnknownRequestError
+from ._logging import get_logger
+from ._mapping import DECISION_FOR_REPLY, permission_reply_for
+from ._models import PendingRequest
+from ._native import (
+    PermissionAsked,
+    PermissionReplied,
+    QuestionAsked,
+    QuestionRejected,
+    QuestionReplied,
+    parse_native,
+)
+from ._thread import OpenRequest, ThreadState
+
+__all__ = ["Requests"]
+
+_log = get_logger("adapter.requests")
+
+
+class Requests:
+    def __init__(
+        self, core: AdapterCore, route: Callable[[PermissionAsked | QuestionAsked], None]
+    ) -> None:
+        self._core = core
+        self._route = route
+
+    # -- from the stream ----------------------------------------------------------
+
+    def opened(self, thread: ThreadState, event: PermissionAsked | QuestionAsked) -> None:
+        request_id = event.request_id
+        if request_id in thread.pending or request_id in self._core.answered:
+            return  # a duplicate, one recovered already, or answered while recovering
+        turn_id = thread.lifecycle.turn_id
+        if isinstance(event, PermissionAsked):
+            thread.pending[request_id] = OpenRequest("permission", request_id, event.session_id)
+            self._core.emit(
+                RequestOpened(
+                    thread_id=thread.thread_id,
+                    turn_id=turn_id,
+                    request_id=request_id,
+                    session_id=event.session_id,
+                    permission=event.permission,
+                    patterns=event.patterns,
+                    raw=event.raw,
+                )
+            )
+        else:
+            thread.pending[request_id] = OpenRequest(
+                "question", request_id, event.session_id, event.questions
+            )
+            self._core.emit(
+                UserInputRequested(
+                    thread_id=thread.thread_id,
+                    turn_id=turn_id,
+                    request_id=request_id,
+                    session_id=event.session_id,
+                    questions=event.questions,
+                    raw=event.raw,
+                )
+            )
+
+    def resolved(
+        self, thread: ThreadState, event: PermissionReplied | QuestionReplied | QuestionRejected
+    ) -> None:
+        self._core.answered.add(event.request_id)
+        if thread.pending.pop(event.request_id, None) is None:
+            return
+        turn_id = thread.lifecycle.turn_id
+        if isinstance(event, PermissionReplied):
+            decision = DECISION_FOR_REPLY.get(event.reply, "decline") if event.reply else None
+            self._core.emit(
+                RequestResolved(
+                    thread_id=thread.thread_id,
+                    turn_id=turn_id,
+                    request_id=event.request_id,
+                    session_id=event.session_id,
+                    decision=decision,
+                    raw=event.raw,
+                )
+            )
+        else:
+            replied = isinstance(event, QuestionReplied)
+            self._core.emit(
+                UserInputResolved(
+                    thread_id=thread.thread_id,
+                    turn_id=turn_id,
+                    request_id=event.request_id,
+                    session_id=event.session_id,
+                    decision="answered" if replied else "rejected",
+                    answers=event.answers if isinstance(event, QuestionReplied) else (),
+                    raw=event.raw,
+                )
+            )
+
+    # -- withdrawn ----------------------------------------------------------------
+
+    def cancel(
+        self, thread: ThreadState, request_id: str, turn_id: str | None
+    ) -> OpenRequest | None:
+        """Forget an open request nobody can answer any more, and say so (``cancelled``)."""
+        pending = thread.pending.pop(request_id, None)
+        if pending is None:
+            return None
+        self._core.answered.add(request_id)
+        event_type = RequestResolved if pending.kind == "permission" else UserInputResolved
+        self._core.emit(
+            event_type(
+                thread_id=thread.thread_id,
+                turn_id=turn_id,
+                request_id=request_id,
+                session_id=pending.session_id,
+                decision="cancelled",
+            )
+        )
+        return pending
+
+    def cancel_in(
+        self, thread: ThreadState, sessions: Iterable[str], turn_id: str | None
+    ) -> list[OpenRequest]:
+        """Cancel the open requests of these (stopped) sessions; returns them."""
+        stopped = set(sessions)
+        cancelled: list[OpenRequest] = []
+        for request_id, pending in list(thread.pending.items()):
+            if pending.session_id in stopped:
+                request = self.cancel(thread, request_id, turn_id)
+                if request is not None:
+                    cancelled.append(request)
+        return cancelled
+
+    async def reject_on_server(
+        self, client: OpenCodeClient, requests: Sequence[OpenRequest], timeout: float
+    ) -> None:
+        """Withdraw stopped requests on the server too (best effort, bounded): OpenCode
+        would otherwise keep listing them after the abort."""
+        if not requests:
+            return
+
+        async def reject(request: OpenRequest) -> None:
+            try:
+                if request.kind == "permission":
+                    await client.permission_reply(request.request_id, "reject")
+                else:
+                    await client.question_reject(request.request_id)
+            except OpenCodeError as exc:
+                _log.info(
+                    "adapter.request_reject_failed", request_id=request.request_id, error=str(exc)
+                )
+
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(reject(r) for r in requests))
+        except TimeoutError:
+            _log.warning("adapter.request_reject_timeout", count=len(requests))
+
+    # -- recovery -------------------------------------------------------------------
+
+    async def recover(self, client: OpenCodeClient) -> None:
+        """Announce requests the event stream did not deliver (raised before we
+        connected, or during an outage), for every thread they belong to; a ghost a
+        thread still holds open is resolved ``cancelled``."""
+        core = self._core
+        try:
+            listed = await client.pending_requests()
+        except OpenCodeError as exc:
+            _log.warning("adapter.recover_requests_failed", error=str(exc))
+            return
+        candidates = [
+            r
+            for r in listed
+            if r.id not in core.answered
+            and (r.session_id in core.owner or r.session_id not in core.strangers)
+        ]
+        permits = asyncio.Semaphore(4)
+
+        async def check(request: PendingRequest) -> bool:
+            async with permits:
+                return await request_is_live(client, request)
+
+        live = await asyncio.gather(*(check(r) for r in candidates))
+        for request, is_live in zip(candidates, live, strict=True):
+            thread = core.owner.get(request.session_id)
+            if not is_live:
+                if thread is not None:
+                    self.cancel(thread, request.id, thread.lifecycle.turn_id)
+                continue
+            try:
+                event = parse_native(
+                    {"type": f"{request.kind}.asked", "properties": dict(request.raw)}
+                )
+            except OpenCodeError as exc:
+                _log.warning(
+                    "adapter.recover_request_malformed", request_id=request.id, error=str(exc)
+                )
+                continue
+            if not isinstance(event, PermissionAsked | QuestionAsked):
+                continue
+            if thread is not None:
+                self.opened(thread, event)
+            elif not core.closed:
+                self._route(event)
+
+    # -- answers from the host ----------------------------------------------------------
+
+    async def respond(self, thread: ThreadState, request_id: str, decision: str) -> None:
+        reply = permission_reply_for(decision)
+        pending = thread.pending.get(request_id)
+        if pending is None or pending.kind != "permission":
+            raise UnknownRequestError(thread.thread_id, request_id)
+        try:
+            await thread.client.permission_reply(request_id, reply)
+        except NotFoundError:
+            thread.pending.pop(request_id, None)
+            raise UnknownRequestError(thread.thread_id, request_id) from None
+
+    async def answer(
+        self,
+        thread: ThreadState,
+        request_id: str,
+        answers: Mapping[str, str | Sequence[str]] | Sequence[str | Sequence[str]],
+    ) -> None:
+        pending = thread.pending.get(request_id)
+        if pending is None or pending.kind != "question":
+            raise UnknownRequestError(thread.thread_id, request_id)
+        ordered = _ordered_answers(pending, answers)
+        try:
+            await thread.client.question_reply(request_id, ordered)
+        except NotFoundError:
+            thread.pending.pop(request_id, None)
+            raise UnknownRequestError(thread.thread_id, request_id) from None
+
+
+def _ordered_answers(
+    pending: OpenRequest,
+    answers: Mapping[str, str | Sequence[str]] | Sequence[str | Sequence[str]],
+) -> list[list[str]]:
+    """Answers in the questions' order: keyed by question text (or header), or listed."""
+    if isinstance(answers, str):
+        raise InvalidInputError("answers must be a mapping or a sequence, not a string")
+    ordered: list[list[str]] = []
+    if isinstance(answers, Mapping):
+        for q in pending.questions:
+            key = next((k for k in (q.get("question"), q.get("header")) if k in answers), None)
+            value = answers[key] if isinstance(key, str) else []
+            ordered.append([value] if isinstance(value, str) else list(value))
+    else:
+        ordered = [[a] if isinstance(a, str) else list(a) for a in answers]
+    return ordered
+
+
+async def request_is_live(client: OpenCodeClient, request: PendingRequest) -> bool:
+    """Whether a listed request still blocks a run, by the rule measured on 1.18.34:
+    while a request is live, the tool call that asked it is ``pending`` or ``running``;
+    once its run was aborted, that part has ended (``error``, interrupted) although the
+    request is still listed. A request without a tool call is live while its session
+    is busy. When the server cannot tell, the request counts as live: a host had
+    better see a dead request than miss one that blocks its turn."""
+    tool = request.raw.get("tool")
+    message_id = tool.get("messageID") if isinstance(tool, Mapping) else None
+    call_id = tool.get("callID") if isinstance(tool, Mapping) else None
+    try:
+        if isinstance(message_id, str) and isinstance(call_id, str):
+            message = await client.message(request.session_id, message_id)
+            return any(
+                p.call_id == call_id
+                and p.state is not None
+                and p.state.status in ("pending", "running")
+                for p in message.parts
+            )
+        status = (await client.status()).get(request.session_id)
+        return status is not None and status.is_busy
+    except NotFoundError:
+        return False  # its message or session is gone (deleted): nothing waits on it
+    except (OpenCodeError, ValueError) as exc:
+        _log.warning("adapter.request_check_failed", request_id=request.id, error=str(exc))
+        return True

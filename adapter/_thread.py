@@ -1,0 +1,86 @@
+"""What the adapter holds for one thread: its session tree, messages, open requests
+and pending stop. Its phase and active turn live in its :class:`Lifecycle`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._lifecycle import Lifecycle
+from ._membership import MessageLedger
+from ._records import InterruptResult, SessionInfo
+from ._tasks import TaskScope
+from ._turn import Turn
+
+if TYPE_CHECKING:
+    from ._client import OpenCodeClient
+
+__all__ = ["OpenRequest", "Stop", "ThreadState"]
+
+
+@dataclass(eq=False)
+class Stop:
+    """One pending interrupt of a thread; every concurrent caller shares it."""
+
+    turn: Turn | None
+    future: asyncio.Future[InterruptResult]
+    acknowledged: asyncio.Event = field(default_factory=asyncio.Event)
+    root_abort_failed: bool = False
+
+    @property
+    def turn_id(self) -> str | None:
+        return self.turn.turn_id if self.turn is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRequest:
+    kind: Literal["permission", "question"]
+    request_id: str
+    session_id: str
+    questions: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(eq=False)
+class ThreadState:
+    thread_id: str
+    session_id: str
+    directory: str | None
+    client: OpenCodeClient
+    lifecycle: Lifecycle
+    scope: TaskScope
+    model: str | None = None
+    stop: Stop | None = None
+    submitting: asyncio.Task[None] | None = None
+    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    closed: asyncio.Event = field(default_factory=asyncio.Event)  # closing: releases waiters
+    finished: asyncio.Event = field(default_factory=asyncio.Event)  # stopped and announced
+    title: str | None = None
+    # Tree membership: every session of this thread (root included) -> the turn it was born in.
+    sessions: dict[str, str | None] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    ledger: MessageLedger = field(default_factory=MessageLedger)
+    pending: dict[str, OpenRequest] = field(default_factory=dict)
+    last_interrupt: InterruptResult | None = None
+
+    @property
+    def turn(self) -> Turn | None:
+        return self.lifecycle.turn
+
+    @property
+    def closing(self) -> bool:
+        return self.lifecycle.closing
+
+    def info(self) -> SessionInfo:
+        turn = self.lifecycle.turn
+        return SessionInfo(
+            thread_id=self.thread_id,
+            session_id=self.session_id,
+            status=self.lifecycle.phase.value,
+            resume={"schema": 1, "session_id": self.session_id},
+            directory=self.directory,
+            active_turn_id=turn.turn_id if turn else None,
+            last_error=self.lifecycle.last_error,
+            retry=turn.retry if turn else None,
+        )
