@@ -14,6 +14,7 @@ from typing import Any, Literal, Self, TypeVar
 
 import httpx
 import httpx_sse
+import msgspec
 import structlog
 from tenacity import (
     AsyncRetrying,
@@ -701,6 +702,21 @@ def _ignore(data: object) -> None:
     return None
 
 
+_FAST_DECODE = msgspec.json.Decoder().decode
+
+
+def _decode_json(data: str) -> Any:
+    """One event's JSON: ``msgspec`` (3-4 times faster than ``json`` on OpenCode's events,
+    see docs/benchmarks.md), and the standard library for what ``msgspec`` refuses but
+    ``json`` reads (a lone surrogate escape, as a delta cut inside a pair carries; an
+    integer beyond 64 bits), so the decoder changes no outcome, only the time.
+    """
+    try:
+        return _FAST_DECODE(data)
+    except ValueError:
+        return json.loads(data)
+
+
 async def _decode_events(
     source: httpx_sse.EventSource, max_event_bytes: int
 ) -> AsyncIterator[RawEvent]:
@@ -711,7 +727,7 @@ async def _decode_events(
             if len(sse.data) > max_event_bytes:
                 raise ProtocolError("event_stream", f"an event exceeds {max_event_bytes} bytes")
             try:
-                event = json.loads(sse.data)
+                event = _decode_json(sse.data)
             except ValueError:
                 _log.warning("opencode.event.malformed", reason="not JSON", size=len(sse.data))
                 continue

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import ProtocolError
+from adapter._client import _decode_json
 from adapter._exceptions import NativeEventError
 from adapter._native import (
     MessageRemoved,
@@ -399,3 +400,33 @@ def test_real_events_with_one_value_replaced_parse_or_raise_native_event_error(
         target = target[key]
     target[path[-1]] = data.draw(JSON)
     _parses_or_refuses(event)
+
+
+# --------------------------------------------------------------------------- decoding
+
+JSON_TEXT = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8)
+    | st.sampled_from(["\ud83d", "\udc00x", "é"]),  # lone surrogates: a delta cut in a pair
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_TEXT, st.booleans())
+def test_the_event_decoder_reads_exactly_what_json_reads(value: object, ascii_only: bool) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert _decode_json(text) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"a": NaN}', '{"n": 123456789012345678901234567890}', '"\\ud800"']
+)
+def test_the_event_decoder_falls_back_where_the_fast_one_refuses(text: str) -> None:
+    assert repr(_decode_json(text)) == repr(json.loads(text))
