@@ -471,9 +471,21 @@ def _heartbeat(props: _Props, raw: _Props) -> NativeEvent:
     return ServerHeartbeat(raw)
 
 
+# `{"type": "busy"}` and `{"type": "idle"}` are most of a stream's statuses; the
+# records are immutable, so one of each serves them all.
+_PLAIN_STATUS: dict[object, SessionStatus] = {
+    "busy": SessionStatus("busy"),
+    "idle": SessionStatus("idle"),
+}
+
+
 def _status(props: _Props, raw: _Props) -> NativeEvent:
     session_id = validate_id("ses", props.get("sessionID"))
-    return SessionStatusChanged(session_id, SessionStatus.parse(props.get("status")), raw)
+    status = props.get("status")
+    plain = (
+        _PLAIN_STATUS.get(status.get("type")) if type(status) is dict and len(status) == 1 else None
+    )
+    return SessionStatusChanged(session_id, plain or SessionStatus.parse(status), raw)
 
 
 def _idle(props: _Props, raw: _Props) -> NativeEvent:
