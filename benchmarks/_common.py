@@ -131,13 +131,15 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("adapter/_client.py", "adapter/_client.py (OpenCodeClient)"),
     ("adapter/_stop_tree.py", "adapter/_stop_tree.py (the walk)"),
     ("adapter/_adapter.py", "adapter/_adapter.py (routing, mapping)"),
-    ("adapter/_partial.py", "adapter/_partial.py (partial results)"),
+    ("adapter/_partial", "adapter/_partial*.py (partial results)"),
+    ("adapter/_native.py", "adapter/_native.py (events parsed once)"),
     ("adapter/_events.py", "adapter/_events.py + _stream.py (canonical events, fan-out)"),
     ("adapter/_stream.py", "adapter/_events.py + _stream.py (canonical events, fan-out)"),
     ("/adapter/", "adapter: ids, models, logging"),
     ("/structlog/", "structlog"),
     ("/benchmarks/", "the benchmark itself (simulated server, consumer)"),
     ("/json/", "json (stdlib decoder)"),
+    ("/msgspec/", "msgspec (JSON decoder)"),
     ("/asyncio/", "asyncio event loop (scheduling, tasks, queues)"),
 )
 
