@@ -1493,10 +1493,13 @@ class FakeOpenCodeServer:
                 "model": {"providerID": provider_id, "modelID": model_id},
             }
             if compaction is None:
-                # Measured order: session.updated, the user message and its part, then
-                # session.updated again.
+                # Measured order: session.updated (only when the prompt gives the session
+                # its agent and model: a later prompt's echo comes first), the user message
+                # and its part, then session.updated again.
                 model = {"id": model_id, "providerID": provider_id, "variant": "default"}
-                self._touch(session, agent=session.info.get("agent", agent), model=model)
+                first = {"agent": session.info.get("agent", agent), "model": model}
+                if any(session.info.get(key) != value for key, value in first.items()):
+                    self._touch(session, **first)
             self._store_message(session, message, info)
             part: JSON = {
                 "messageID": user_id,
