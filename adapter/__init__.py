@@ -64,7 +64,8 @@ from ._models import (
     SessionStatus,
     ToolState,
 )
-from ._partial import PartialCollector, PartialResult, SessionPartial, ToolCallResult
+from ._partial_collector import PartialCollector
+from ._partial_result import PartialResult, SessionPartial, ToolCallResult
 from ._records import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
 from ._retry import RetryPolicy
 from ._stop_report import SessionStop, StopReport

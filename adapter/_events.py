@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from ._partial import PartialResult
+    from ._partial_result import PartialResult
 
 __all__ = [
     "AnyEvent",

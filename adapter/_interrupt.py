@@ -25,7 +25,7 @@ from ._exceptions import OpenCodeError, RequestError, TurnCancelledError
 from ._lifecycle import TurnEnding
 from ._logging import get_logger
 from ._ownership import Ownership
-from ._partial import PartialResult
+from ._partial_result import PartialResult
 from ._records import InterruptResult
 from ._requests import Requests
 from ._stop_report import StopReport

@@ -33,7 +33,7 @@ from ._events import (
 )
 from ._lifecycle_phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
 from ._logging import get_logger
-from ._partial import PartialResult
+from ._partial_result import PartialResult
 from ._turn import Turn
 
 __all__ = ["Lifecycle", "LifecycleError", "TurnEnding"]

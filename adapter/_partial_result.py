@@ -83,13 +83,16 @@ class ToolCallResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCallResult:
-        """Inverse of :meth:`to_dict`; raises :class:`ValueError` on a foreign shape."""
+        """Inverse of :meth:`to_dict`.
+
+        Raises :class:`~adapter.InvalidInputError` (a ``ValueError``) on a foreign shape.
+        """
         status = data.get("status")
         if status not in _CALL_STATUSES:
-            raise ValueError(f"unknown call status {status!r:.40}")
+            raise InvalidInputError(f"unknown call status {status!r:.40}")
         tool_input = data.get("input")
         if not isinstance(tool_input, Mapping):
-            raise ValueError("field 'input' is not an object")
+            raise InvalidInputError("field 'input' is not an object")
         return cls(
             session_id=_req_str(data, "session_id"),
             call_id=_req_str(data, "call_id"),
@@ -194,7 +197,7 @@ class PartialResult:
         as ``tool_call_indexes`` into that list, which keeps the document
         half the size it would be with the calls repeated. (So every call of
         a session must also be in ``tool_calls``, as it is in a collected
-        result; otherwise :class:`ValueError` is raised.)
+        result; otherwise :class:`~adapter.InvalidInputError` is raised.)
         """
         index = {id(call): i for i, call in enumerate(self.tool_calls)}
 
@@ -224,11 +227,14 @@ class PartialResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PartialResult:
-        """Inverse of :meth:`to_dict`; raises :class:`ValueError` on a foreign shape."""
+        """Inverse of :meth:`to_dict`.
+
+        Raises :class:`~adapter.InvalidInputError` (a ``ValueError``) on a foreign shape.
+        """
         raw_calls = data.get("tool_calls")
         raw_sessions = data.get("sessions")
         if not isinstance(raw_calls, list) or not isinstance(raw_sessions, Mapping):
-            raise ValueError("fields 'tool_calls'/'sessions' have the wrong type")
+            raise InvalidInputError("fields 'tool_calls'/'sessions' have the wrong type")
         calls = tuple(ToolCallResult.from_dict(_as_obj(c)) for c in raw_calls)
         sessions: dict[str, SessionPartial] = {}
         for key, raw in cast(Mapping[str, Any], raw_sessions).items():
@@ -237,7 +243,7 @@ class PartialResult:
             if not isinstance(indexes, list) or not all(
                 isinstance(i, int) and 0 <= i < len(calls) for i in indexes
             ):
-                raise ValueError("field 'tool_call_indexes' is not a list of call indexes")
+                raise InvalidInputError("field 'tool_call_indexes' is not a list of call indexes")
             sessions[str(key)] = SessionPartial(
                 session_id=_req_str(obj, "session_id"),
                 parent_id=_opt_str(obj, "parent_id"),
@@ -248,7 +254,7 @@ class PartialResult:
             )
         limit = data.get("max_output_bytes")
         if not isinstance(limit, int) or isinstance(limit, bool):
-            raise ValueError("field 'max_output_bytes' is not an integer")
+            raise InvalidInputError("field 'max_output_bytes' is not an integer")
         return cls(
             turn_id=_opt_str(data, "turn_id"),
             root_session_id=_req_str(data, "root_session_id"),
@@ -277,14 +283,14 @@ class PartialResult:
 
 def _as_obj(value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ValueError("expected an object")
+        raise InvalidInputError("expected an object")
     return cast(Mapping[str, Any], value)
 
 
 def _req_str(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key)
     if not isinstance(value, str):
-        raise ValueError(f"field {key!r} is not a string")
+        raise InvalidInputError(f"field {key!r} is not a string")
     return value
 
 
@@ -293,7 +299,7 @@ def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValueError(f"field {key!r} is not a string")
+        raise InvalidInputError(f"field {key!r} is not a string")
     return value
 
 

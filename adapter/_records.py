@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._events import RetryStatus
-from ._partial import PartialResult
+from ._partial_result import PartialResult
 from ._stop_report import StopReport
 
 if TYPE_CHECKING:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from ._exceptions import InvalidInputError
+
 __all__ = ["RetryPolicy", "is_transient_status"]
 
 
@@ -25,9 +27,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
-            raise ValueError("attempts must be at least 1")
+            raise InvalidInputError("attempts must be at least 1")
         if self.initial_wait < 0 or self.max_wait < 0:
-            raise ValueError("waits must not be negative")
+            raise InvalidInputError("waits must not be negative")
 
 
 NO_RETRY = RetryPolicy(attempts=1)

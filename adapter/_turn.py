@@ -19,7 +19,7 @@ from typing import Literal
 
 from ._events import RetryStatus
 from ._lifecycle_phases import TurnPhase
-from ._partial import PartialCollector
+from ._partial_collector import PartialCollector
 from ._tasks import TaskScope
 
 __all__ = ["Turn"]

@@ -39,7 +39,7 @@ from ._lifecycle_phases import TurnPhase
 from ._logging import get_logger
 from ._models import Message, SessionStatus
 from ._native import MessageUpdated
-from ._partial import PartialCollector
+from ._partial_collector import PartialCollector
 from ._records import TurnStart
 from ._thread import ThreadState
 from ._turn import Turn

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapter import OpenCodeAdapter
+from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
 from benchmarks._common import machine, quiet_logging, table, write_json
 
@@ -76,7 +76,7 @@ async def run(threads: int, seconds: float, latency: float) -> dict[str, Any]:
     latencies: list[float] = []
     errors: list[str] = []
     started = time.monotonic()
-    oc = OpenCodeAdapter(fake.base_url, transport=fake.transport, connect_timeout=30)
+    oc = OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=30))
     async with oc:
         events = oc.events()
         counted = asyncio.create_task(_drain(events))

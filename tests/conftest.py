@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import structlog
 
-from adapter import OpenCodeAdapter
+from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.adapter_support import Recorder
 
@@ -41,7 +41,7 @@ async def fake() -> AsyncIterator[FakeOpenCodeServer]:
 async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
     """An adapter on ``fake`` (a module may override it with other timeouts)."""
     async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, connect_timeout=2.0
+        fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0)
     ) as adapter:
         yield adapter
 

@@ -14,6 +14,7 @@ from adapter import (
     InvalidInputError,
     OpenCodeAdapter,
     RequestError,
+    Timeouts,
     UnknownRequestError,
     UnknownThreadError,
 )
@@ -91,7 +92,9 @@ async def test_start_times_out_when_the_event_stream_never_connects(
     fake: FakeOpenCodeServer,
 ) -> None:
     hold = fake.hold("GET", "/event")
-    async with OpenCodeAdapter(fake.base_url, transport=fake.transport, connect_timeout=0.2) as oc:
+    async with OpenCodeAdapter(
+        fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=0.2)
+    ) as oc:
         with pytest.raises(ConnectTimeoutError):
             await oc.start_session(T)
         assert not oc.has_session(T)

@@ -11,6 +11,7 @@ from adapter import (
     InvalidInputError,
     OpenCodeAdapter,
     RequestError,
+    Timeouts,
     TreeStopError,
     TurnCancelledError,
 )
@@ -23,7 +24,9 @@ T = "thread-1"
 @pytest.fixture
 async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
     async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, abort_timeout=2.0, tree_timeout=2.0
+        fake.base_url,
+        transport=fake.transport,
+        timeouts=Timeouts(abort=2.0, tree=2.0),
     ) as adapter:
         yield adapter
 
@@ -207,7 +210,9 @@ async def test_failed_child_abort_fails_the_interrupt_after_every_attempt(
 
 async def test_abort_timeout_releases_stop_and_send_waiters(fake: FakeOpenCodeServer) -> None:
     async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, abort_timeout=0.2, tree_timeout=0.2
+        fake.base_url,
+        transport=fake.transport,
+        timeouts=Timeouts(abort=0.2, tree=0.2),
     ) as oc:
         rec = Recorder(oc)
         root, _ = await running_tree(oc, fake, rec)

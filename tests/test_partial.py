@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapter import PartialCollector, PartialResult, ToolCallResult
 from adapter._exceptions import InvalidInputError
 from adapter._models import Message
 from adapter._native import parse_native
-from adapter._partial import PartialCollector, PartialResult, ToolCallResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKER = re.compile(r"\n…\[truncated (\d+) bytes\]")

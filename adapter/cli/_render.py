@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.tree import Tree
 
-from .._partial import PartialResult
+from .._partial_result import PartialResult
 from .._stop_tree import StopReport
 
 __all__ = ["Out", "partial_lines", "report_tree"]

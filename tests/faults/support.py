@@ -18,13 +18,14 @@ import sys
 import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import httpx
 
-from adapter import Event, OpenCodeAdapter
+from adapter import Event, OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.adapter_support import Recorder
 
@@ -32,13 +33,12 @@ TERMINAL = ("turn.completed", "turn.aborted")
 TURN_OUTPUT = ("content.delta", "item.started", "item.updated", "item.completed")
 
 # Small bounds so a fault that is not bounded shows up as a slow test, not a hung one.
-FAST: dict[str, Any] = {
-    "connect_timeout": 2.0,
-    "abort_timeout": 2.0,
-    "tree_timeout": 2.0,
-    "submit_timeout": 2.0,
-    "teardown_timeout": 0.5,
-}
+FAST = Timeouts(connect=2.0, abort=2.0, tree=2.0, submit=2.0, teardown=0.5)
+
+
+def fast(**changes: float) -> Timeouts:
+    """The harness's short timeouts, with ``changes``."""
+    return replace(FAST, **changes)
 
 
 def check_event_invariants(events: Sequence[Event], *, closed: bool) -> None:
@@ -133,7 +133,7 @@ class Harness:
 
     def __init__(self, fake: FakeOpenCodeServer, **options: Any) -> None:
         self.fake = fake
-        self.options = {**FAST, **options}
+        self.options = {"timeouts": FAST, **options}
         self.tasks_before: set[asyncio.Task[Any]] = set()
         self.in_flight_after_close: int | None = None
 

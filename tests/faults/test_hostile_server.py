@@ -23,7 +23,7 @@ from adapter import (
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hook, Text, Tool
 from tests.faults.conftest import FAST_RETRY
-from tests.faults.support import Harness, aborts, settle
+from tests.faults.support import Harness, aborts, fast, settle
 
 T = "thread-1"
 VALID_PATH = re.compile(
@@ -329,7 +329,7 @@ async def test_a_hundred_thousand_children_are_refused_beyond_max_sessions(
 async def test_an_interrupt_on_a_flooded_tree_is_bounded_and_keeps_the_turn(
     fake: FakeOpenCodeServer,
 ) -> None:
-    async with Harness(fake, tree_timeout=20.0) as h:
+    async with Harness(fake, timeouts=fast(tree=20.0)) as h:
         fake.script("hang", [Hang()])
         info = await h.oc.start_session(T)
         turn = await h.oc.send_turn(T, "go [[script:hang]]")

@@ -17,7 +17,7 @@ from adapter import (
     UnknownThreadError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
-from tests.faults.support import Harness, aborts, settle, wait_any
+from tests.faults.support import Harness, aborts, fast, settle, wait_any
 
 T = "thread-1"
 
@@ -165,7 +165,7 @@ async def test_closing_the_adapter_while_a_stop_hangs_is_bounded(
     fake: FakeOpenCodeServer,
 ) -> None:
     fake.script("hang", [Hang()])
-    async with Harness(fake, abort_timeout=0.2, tree_timeout=0.2, teardown_timeout=0.1) as h:
+    async with Harness(fake, timeouts=fast(abort=0.2, tree=0.2, teardown=0.1)) as h:
         info = await h.oc.start_session(T)
         await h.oc.send_turn(T, "go [[script:hang]]")
         fake.hold("POST", f"/session/{info.session_id}/abort")  # never released
@@ -218,7 +218,7 @@ async def test_a_start_racing_a_stop_of_the_same_thread_exits_the_old_session_fi
 async def test_closing_releases_a_start_that_is_still_connecting_at_once(
     fake: FakeOpenCodeServer, how: str
 ) -> None:
-    async with Harness(fake, connect_timeout=1.0) as h:
+    async with Harness(fake, timeouts=fast(connect=1.0)) as h:
         hold = fake.hold("GET", "/event")  # the event stream never connects
         start = asyncio.create_task(h.oc.start_session(T))
         await hold.wait_started()

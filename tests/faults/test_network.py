@@ -14,6 +14,7 @@ from adapter import (
     OpenCodeClient,
     OpenCodeError,
     RequestError,
+    Timeouts,
     TreeStopError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Text, Tool
@@ -24,6 +25,7 @@ from tests.faults.support import (
     ResetAfterServing,
     aborts,
     closed_port,
+    fast,
     read_request,
     settle,
     wait_any,
@@ -81,7 +83,7 @@ async def test_a_closed_loopback_port_gives_a_typed_error_after_the_retries() ->
 
 async def test_an_adapter_on_a_closed_port_fails_start_session_and_leaves_nothing_behind() -> None:
     before = asyncio.all_tasks()
-    oc = OpenCodeAdapter(f"http://127.0.0.1:{closed_port()}", connect_timeout=0.3)
+    oc = OpenCodeAdapter(f"http://127.0.0.1:{closed_port()}", timeouts=Timeouts(connect=0.3))
     async with oc:
         with pytest.raises(RequestError) as caught:
             await oc.start_session(T)
@@ -225,7 +227,7 @@ async def test_a_prompt_the_server_never_answers_is_bounded_by_submit_timeout(
     fake: FakeOpenCodeServer,
 ) -> None:
     hold = fake.hold("POST", "/session/{id}/prompt_async")
-    async with Harness(fake, submit_timeout=0.2) as h:
+    async with Harness(fake, timeouts=fast(submit=0.2)) as h:
         await h.oc.start_session(T)
         started = time.perf_counter()
         with pytest.raises(RequestError, match="did not accept the prompt"):

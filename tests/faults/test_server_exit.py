@@ -22,6 +22,7 @@ from adapter import (
     OpenCodeAdapter,
     OpenCodeError,
     ServerExitedError,
+    Timeouts,
     TurnCancelledError,
 )
 from tests.adapter_support import Recorder
@@ -74,7 +75,7 @@ async def test_an_owned_server_killed_mid_turn_ends_the_thread_and_releases_ever
 ) -> None:
     stub.mode("hang-abort")
     before = asyncio.all_tasks()
-    oc = OpenCodeAdapter(binary=str(stub.binary), server_ready_timeout=5.0, abort_timeout=5.0)
+    oc = OpenCodeAdapter(binary=str(stub.binary), timeouts=Timeouts(server_ready=5.0, abort=5.0))
     async with oc:
         rec = Recorder(oc)
         await oc.start_session(T)
@@ -111,7 +112,7 @@ async def test_an_owned_server_dying_while_a_stop_collects_its_partial_crashes_n
     stub: Stub, captured_logs: list[dict[str, Any]]
 ) -> None:
     stub.mode("hang-messages")
-    async with OpenCodeAdapter(binary=str(stub.binary), server_ready_timeout=5.0) as oc:
+    async with OpenCodeAdapter(binary=str(stub.binary), timeouts=Timeouts(server_ready=5.0)) as oc:
         await oc.start_session(T)
         await oc.send_turn(T, "go")
         press = asyncio.create_task(oc.interrupt_turn(T))
@@ -135,7 +136,7 @@ async def test_an_owned_server_dying_while_a_stop_collects_its_partial_crashes_n
 async def test_a_server_that_exits_during_start_up_is_a_typed_error(stub: Stub) -> None:
     stub.mode("exit-at-start")
     before = asyncio.all_tasks()
-    oc = OpenCodeAdapter(binary=str(stub.binary), server_ready_timeout=5.0)
+    oc = OpenCodeAdapter(binary=str(stub.binary), timeouts=Timeouts(server_ready=5.0))
     with pytest.raises(ServerExitedError, match="exited during start-up"):
         await oc.__aenter__()
     await settle()
@@ -146,7 +147,7 @@ async def test_a_server_that_never_gets_ready_is_killed_after_the_ready_timeout(
     stub: Stub,
 ) -> None:
     stub.mode("never-ready")
-    oc = OpenCodeAdapter(binary=str(stub.binary), server_ready_timeout=0.5)
+    oc = OpenCodeAdapter(binary=str(stub.binary), timeouts=Timeouts(server_ready=0.5))
     started = time.perf_counter()
     with pytest.raises(ServerExitedError, match="did not become ready"):
         await oc.__aenter__()

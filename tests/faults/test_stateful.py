@@ -98,7 +98,9 @@ class AdapterMachine(RuleBasedStateMachine):
             for name, steps in SCRIPTS.items():
                 self.fake.script(name, steps)
             self.stranger = self.fake.add_session(busy=True)
-            self.oc = OpenCodeAdapter(self.fake.base_url, transport=self.fake.transport, **FAST)
+            self.oc = OpenCodeAdapter(
+                self.fake.base_url, transport=self.fake.transport, timeouts=FAST
+            )
             await self.oc.__aenter__()
             self.rec = Recorder(self.oc)
             for thread in ("a", "b"):  # most steps should find a live thread

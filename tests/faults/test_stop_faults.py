@@ -24,7 +24,7 @@ from adapter import (
     stop_tree,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
-from tests.faults.support import Harness, aborts, settle
+from tests.faults.support import Harness, aborts, fast, settle
 
 T = "thread-1"
 
@@ -44,7 +44,7 @@ async def start_hanging_turn(h: Harness, fake: FakeOpenCodeServer) -> tuple[str,
 async def test_a_hanging_root_abort_times_out_releases_every_waiter_and_keeps_the_turn(
     fake: FakeOpenCodeServer,
 ) -> None:
-    async with Harness(fake, abort_timeout=0.2, tree_timeout=0.3) as h:
+    async with Harness(fake, timeouts=fast(abort=0.2, tree=0.3)) as h:
         root, turn_id = await start_hanging_turn(h, fake)
         hold = fake.hold("POST", f"/session/{root}/abort")
         presses = [asyncio.create_task(h.oc.interrupt_turn(T)) for _ in range(3)]
