@@ -98,8 +98,8 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
     http: httpx.AsyncClient,
     unique_name: str,
 ) -> None:
-    """The adapter's own Stop leaves a ghost behind on the server; a later adapter
-    resuming the thread must not offer it to the user again."""
+    """An abort alone leaves the request listed on the server (a ghost); the adapter's own
+    stop also rejects it there, so nothing lingers and a later resume offers nothing."""
     session_id, request_id = await asking_session(http, scripted_model, unique_name, "echo x")
     try:
         async with OpenCodeAdapter(
@@ -109,10 +109,13 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
             await oc.start_session("t", resume={"schema": 1, "session_id": session_id})
             opened = await rec.wait_for("request.opened", timeout=10)
             assert opened.request_id == request_id  # live: announced
-            await oc.stop_session("t")  # aborts the session's tree
+            await oc.stop_session("t")  # aborts the session's tree, withdraws the request
+            resolved = await rec.wait_for("request.resolved", timeout=10)
+            assert (resolved.request_id, resolved.decision) == (request_id, "cancelled")
             await rec.wait_for("session.exited", timeout=10)
             await rec.close()
-        assert request_id in await listed_permissions(http)  # a ghost now
+        assert request_id not in await listed_permissions(http)  # rejected on the server
+        requests_before = len(scripted_model.requests)
         async with OpenCodeAdapter(
             real_server.base_url, directory=str(real_server.directory)
         ) as later:
@@ -121,12 +124,7 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
             await asyncio.sleep(1.0)
             assert rec.of("request.opened") == []
             await rec.close()
-        # The ghost is real: answering it "works" and runs nothing.
-        requests_before = len(scripted_model.requests)
-        reply = await http.post(f"/permission/{request_id}/reply", json={"reply": "once"})
-        assert (reply.status_code, reply.json()) == (200, True)
-        await asyncio.sleep(0.5)
-        assert len(scripted_model.requests) == requests_before
+        assert len(scripted_model.requests) == requests_before  # the reject ran nothing
         assert session_id not in (await http.get("/session/status")).json()
     finally:
         if request_id in await listed_permissions(http):

@@ -1,0 +1,173 @@
+"""The thread and turn state machines: the drawings are the tables, the tables are enforced.
+
+``docs/interrupt.md`` draws both machines; these tests fail if a state or an arrow of a
+drawing differs from ``adapter/_lifecycle_phases.py``, and if ``Lifecycle`` allows a move
+the tables do not (or emits a turn's ending twice).
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+from adapter import AnyEvent, Event, ThreadStatus
+from adapter._lifecycle import Lifecycle, LifecycleError, TurnEnding
+from adapter._lifecycle_phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
+from adapter._partial_collector import PartialCollector
+from adapter._tasks import TaskOwner
+from adapter._turn import Turn
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "interrupt.md"
+ARROW = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)\s*(?::.*)?$")
+ROOT = "ses_" + "a" * 26
+
+
+def drawn(machine: str) -> tuple[set[str], set[tuple[str, str]]]:
+    """The states and arrows (between states, ``[*]`` left out) of one drawing."""
+    blocks = re.findall(r"```mermaid\n(.*?)```", DOC.read_text(), flags=re.S)
+    [block] = [b for b in blocks if f"%% {machine}" in b]
+    states: set[str] = set()
+    arrows: set[tuple[str, str]] = set()
+    for line in block.splitlines():
+        match = ARROW.match(line)
+        if match is None:
+            continue
+        source, target = match.groups()
+        states.update(s for s in (source, target) if s != "[*]")
+        if "[*]" not in (source, target):
+            arrows.add((source, target))
+    return states, arrows
+
+
+def table(transitions: typing.Mapping[typing.Any, frozenset[typing.Any]]) -> set[tuple[str, str]]:
+    return {(a.value, b.value) for a, targets in transitions.items() for b in targets}
+
+
+def test_the_thread_drawing_is_the_thread_table() -> None:
+    states, arrows = drawn("ThreadPhase")
+    assert states == {p.value for p in ThreadPhase}
+    assert arrows == table(THREAD_TRANSITIONS)
+
+
+def test_the_turn_drawing_is_the_turn_table() -> None:
+    states, arrows = drawn("TurnPhase")
+    assert states == {p.value for p in TurnPhase}
+    assert arrows == table(TURN_TRANSITIONS)
+
+
+def test_every_thread_phase_is_a_status_a_host_can_see() -> None:
+    assert set(typing.get_args(ThreadStatus)) == {p.value for p in ThreadPhase}
+
+
+def _lifecycle() -> tuple[Lifecycle, list[Event]]:
+    events: list[Event] = []
+    return Lifecycle("t", ROOT, events.append), events
+
+
+def _turn(owner: TaskOwner) -> Turn:
+    return Turn(turn_id=Turn.new_id(), collector=PartialCollector(ROOT), scope=owner.scope("turn"))
+
+
+async def test_a_turn_ends_once_and_the_thread_is_ready_again() -> None:
+    owner = TaskOwner("test")
+    life, events = _lifecycle()
+    life.connected()
+    turn = _turn(owner)
+    life.begin_turn(turn)
+    assert life.phase is ThreadPhase.RUNNING and life.turn is turn
+    assert life.end_turn(turn, TurnEnding("completed"))
+    assert not life.end_turn(turn, TurnEnding("aborted", reason="late"))
+    assert life.phase is ThreadPhase.READY and life.turn is None
+    assert turn.phase is TurnPhase.ENDED and turn.scope.cancelled
+    assert [e.type for e in events] == [
+        "session.started",
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+    ]
+    await owner.aclose()
+
+
+async def test_moves_the_tables_forbid_are_refused() -> None:
+    owner = TaskOwner("test")
+    life, _ = _lifecycle()
+    with pytest.raises(LifecycleError):
+        life.begin_turn(_turn(owner))  # still connecting
+    life.connected()
+    turn = _turn(owner)
+    life.begin_turn(turn)
+    with pytest.raises(LifecycleError):
+        life.begin_turn(_turn(owner))  # one active turn at a time
+    with pytest.raises(LifecycleError):
+        life.advance(turn, TurnPhase.SETTLING)  # awaiting an echo cannot settle
+    with pytest.raises(LifecycleError):
+        life.advance(turn, TurnPhase.ENDED)  # only end_turn ends a turn
+    life.closed("stopped")
+    with pytest.raises(LifecycleError):
+        life.connected()
+    await owner.aclose()
+
+
+async def test_a_failed_stop_returns_to_running_with_its_turn() -> None:
+    owner = TaskOwner("test")
+    life, events = _lifecycle()
+    life.connected()
+    turn = _turn(owner)
+    life.begin_turn(turn)
+    life.begin_stop()
+    assert life.phase is ThreadPhase.STOPPING
+    life.stop_done()
+    assert life.phase is ThreadPhase.RUNNING and life.turn is turn
+    life.begin_stop()
+    life.end_turn(turn, TurnEnding("aborted", reason="Interrupted by user."))
+    assert life.phase is ThreadPhase.STOPPING  # the stop, not the turn, ends stopping
+    life.stop_done()
+    assert life.phase is ThreadPhase.READY
+    assert events[-1].type == "turn.aborted"
+    await owner.aclose()
+
+
+async def test_closing_ends_the_turn_silently_and_exits_once() -> None:
+    owner = TaskOwner("test")
+    life, events = _lifecycle()
+    life.connected()
+    turn = _turn(owner)
+    life.begin_turn(turn)
+    assert life.begin_close() and not life.begin_close()
+    life.closed("stopped")
+    life.closed("stopped")
+    assert [e.type for e in events][-1] == "session.exited"
+    assert [e.type for e in events].count("session.exited") == 1
+    assert events[-1].turn_id == turn.turn_id and turn.phase is TurnPhase.ENDED
+    await owner.aclose()
+
+
+def test_every_event_class_has_its_own_type_and_the_union_covers_every_type() -> None:
+    members = typing.get_args(AnyEvent)
+    defaults = [m.__dataclass_fields__["type"].default for m in members]
+    assert len(set(defaults)) == len(members)
+    # The type strings hosts already key on keep their values (added to, never renamed).
+    assert set(defaults) >= {
+        "session.started",
+        "thread.started",
+        "session.exited",
+        "thread.metadata.updated",
+        "turn.started",
+        "turn.completed",
+        "turn.aborted",
+        "content.delta",
+        "item.started",
+        "item.updated",
+        "item.completed",
+        "child.started",
+        "request.opened",
+        "request.resolved",
+        "user-input.requested",
+        "user-input.resolved",
+        "runtime.warning",
+        "runtime.error",
+    }
+    assert "turn.retrying" in defaults
