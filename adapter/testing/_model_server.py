@@ -11,6 +11,9 @@ decided by *scripts*:
 * The Nth request of a conversation, where N is the number of assistant messages
   already present in the request's ``messages``, is answered with step N. Steps
   are :class:`Text`, :class:`ToolCalls`, :class:`Hang` and :class:`HttpError`.
+* A request with no marker whose ``x-opencode-session-id`` was bound with
+  :meth:`ScriptedModelServer.bind_session` follows that session's script (after an
+  automatic compaction the first user message is OpenCode's own, so the marker is gone).
 * Requests past the end of their script, or without a (known) marker, get the
   server's default text (``"done"``).
 * Requests without ``tools`` are title requests: they get a short title text and
@@ -433,6 +436,7 @@ class ScriptedModelServer:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._scripts: dict[str, tuple[Step, ...]] = {}
+        self._session_scripts: dict[str, str] = {}
         self._records: list[_Record] = []
         self._listeners: set[Callable[[], None]] = set()
         self._thread: threading.Thread | None = None
@@ -534,6 +538,19 @@ class ScriptedModelServer:
                 raise TypeError(f"not a step: {step!r}")
         with self._lock:
             self._scripts[name] = steps_tuple
+
+    def bind_session(self, session_id: str, name: str) -> None:
+        """Answer ``session_id``'s requests that carry no marker with script ``name``.
+
+        After an automatic compaction OpenCode's continuation request starts with its
+        own user message ("What did we do so far?"), so the conversation's marker is
+        gone; binding the session lets a test script what the agent does next. The step
+        is still chosen by the request's number of assistant messages (the summary
+        counts as one).
+        """
+        script_marker(name)  # validates the name
+        with self._lock:
+            self._session_scripts[session_id] = name
 
     # ------------------------------------------------------------ recording
 
@@ -710,9 +727,12 @@ class ScriptedModelServer:
         await out.send(h11.EndOfMessage())
 
     def _select_step(
-        self, messages: Sequence[Any], is_title: bool
+        self, messages: Sequence[Any], is_title: bool, session_id: str | None = None
     ) -> tuple[str | None, int | None, Step | None]:
         script = _find_script(messages)
+        if script is None and session_id is not None:
+            with self._lock:
+                script = self._session_scripts.get(session_id)
         if is_title:
             return script, None, None
         index = _count_assistant(messages)
@@ -748,7 +768,7 @@ class ScriptedModelServer:
             return
 
         is_title = not payload.get("tools")
-        script, index, step = self._select_step(messages, is_title)
+        script, index, step = self._select_step(messages, is_title, session_id)
         kind: RequestKind
         if is_title:
             kind, step = "title", Text(self.title_text)
