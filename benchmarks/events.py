@@ -219,8 +219,6 @@ class ReplayServer:
         parts = [p for p in path.split("/") if p]
         if parts == ["session"] and method == "POST":
             root = self.roots[self.created % len(self.roots)]
-            if self.created % len(self.roots) == 0:
-                self.prompts = {}  # a new adapter run
             self.created += 1
             return 200, self.session(root)
         if parts == ["session", "status"]:
@@ -258,6 +256,9 @@ class ReplayServer:
         await writer.drain()
         payload = self.payload
         if not raw:
+            # A new adapter run: its stream connects before its prompts are sent (the
+            # pump starts with the first thread), so the previous run's ids are stale.
+            self.prompts = {}
             self.ready = asyncio.Event()
             if len(self.prompts) < len(self.roots):
                 await self.ready.wait()
