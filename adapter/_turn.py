@@ -36,6 +36,7 @@ class Turn:
     #: The newest user message of the root in this turn: ours, or one the server
     #: created (the synthetic "continue" after a compaction).
     last_user_id: str | None = None
+    users_seen: set[str] = field(default_factory=set)
     #: User messages whose assistant answer has finished (completed or errored).
     answered: set[str] = field(default_factory=set)
     #: The run's failure (native error name, message) and the user message it ended.

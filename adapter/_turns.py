@@ -251,7 +251,10 @@ class Turns:
                 turn.error_for = event.parent_id or turn.last_user_id
 
     def _user_message(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
-        if turn.last_user_id is None or message_id > turn.last_user_id:
+        # Newest by arrival, not by id: our ids are minted with this machine's clock,
+        # the server's with its own.
+        if message_id not in turn.users_seen:
+            turn.users_seen.add(message_id)
             turn.last_user_id = message_id
         if turn.prompts.get(message_id) is False:
             turn.prompts[message_id] = True
