@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import structlog
 
+from ._exceptions import InvalidInputError
+
 __all__ = ["configure_logging", "get_logger"]
 
 
@@ -27,7 +29,7 @@ def configure_logging(
     """Send structlog output to stderr as console lines or JSON lines, filtered by ``level``."""
     numeric = logging.getLevelName(level) if isinstance(level, str) else level
     if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r}")
+        raise InvalidInputError(f"unknown log level {level!r}")
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if format == "json"
