@@ -55,7 +55,9 @@ class Requests:
             return  # a duplicate, one recovered already, or answered while recovering
         turn_id = thread.lifecycle.turn_id
         if isinstance(event, PermissionAsked):
-            thread.pending[request_id] = OpenRequest("permission", request_id, event.session_id)
+            thread.pending[request_id] = OpenRequest(
+                "permission", request_id, event.session_id, call_id=event.tool_call_id
+            )
             self._core.emit(
                 RequestOpened(
                     thread_id=thread.thread_id,
@@ -69,7 +71,7 @@ class Requests:
             )
         else:
             thread.pending[request_id] = OpenRequest(
-                "question", request_id, event.session_id, event.questions
+                "question", request_id, event.session_id, event.questions, _asking_call(event)
             )
             self._core.emit(
                 UserInputRequested(
@@ -137,6 +139,17 @@ class Requests:
         )
         return pending
 
+    def tool_ended(self, thread: ThreadState, session_id: str, call_id: str) -> None:
+        """The tool call that asked an open request has ended: the request is moot.
+
+        Answered requests are resolved before their tool goes on (the server emits
+        ``replied`` first), so a request still open when its call ends was never
+        answered: its run was aborted (elsewhere, or by a server restart). OpenCode
+        1.18.34 keeps listing such a request; the host must not keep showing it."""
+        for request_id, pending in list(thread.pending.items()):
+            if pending.call_id == call_id and pending.session_id == session_id:
+                self.cancel(thread, request_id, thread.lifecycle.turn_id)
+
     def cancel_in(
         self, thread: ThreadState, sessions: Iterable[str], turn_id: str | None
     ) -> list[OpenRequest]:
@@ -180,13 +193,25 @@ class Requests:
     async def recover(self, client: OpenCodeClient) -> None:
         """Announce requests the event stream did not deliver (raised before we
         connected, or during an outage), for every thread they belong to; a ghost a
-        thread still holds open is resolved ``cancelled``."""
+        thread still holds open is resolved ``cancelled``, and so is one the server no
+        longer lists (it went with a restarted server's runs, measured on 1.18.34)."""
         core = self._core
+        held_before = [
+            (held, request_id)
+            for held in core.threads.values()
+            if held.client is client
+            for request_id in held.pending
+        ]
         try:
             listed = await client.pending_requests()
         except OpenCodeError as exc:
             _log.warning("adapter.recover_requests_failed", error=str(exc))
             return
+        listed_ids = {r.id for r in listed}
+        for held, request_id in held_before:
+            # Open before the listing was asked, and not in it: gone on the server.
+            if request_id not in listed_ids and not held.closing:
+                self.cancel(held, request_id, held.lifecycle.turn_id)
         candidates = [
             r
             for r in listed
@@ -268,6 +293,14 @@ def _ordered_answers(
     else:
         ordered = [[a] if isinstance(a, str) else list(a) for a in answers]
     return ordered
+
+
+def _asking_call(event: QuestionAsked) -> str | None:
+    """The ``callID`` of the tool call that asked a question, when the server says."""
+    properties = event.raw.get("properties")
+    tool = properties.get("tool") if isinstance(properties, Mapping) else None
+    call_id = tool.get("callID") if isinstance(tool, Mapping) else None
+    return call_id if isinstance(call_id, str) else None
 
 
 async def request_is_live(client: OpenCodeClient, request: PendingRequest) -> bool:

@@ -40,6 +40,9 @@ class OpenRequest:
     request_id: str
     session_id: str
     questions: tuple[Mapping[str, Any], ...] = ()
+    #: The tool call that asked (``callID``), when the server says: once that call
+    #: has ended unanswered (its run was aborted), the request is moot.
+    call_id: str | None = None
 
 
 @dataclass(eq=False)

@@ -170,6 +170,16 @@ class Translator:
             child = part.state.metadata.get("sessionId")
             if isinstance(child, str) and is_session_id(child):
                 self._ownership.adopt(thread, child, sid, raw=event)
+        if (
+            thread.pending
+            and thread.stop is None  # our stop withdraws (and rejects) its requests itself
+            and not thread.closing
+            and part.type == "tool"
+            and part.call_id is not None
+            and part.state is not None
+            and part.state.status in ("completed", "error")
+        ):
+            self._requests.tool_ended(thread, sid, part.call_id)
         turn = self._turn_of_output(thread, sid, part.message_id)
         if turn is None:
             return
