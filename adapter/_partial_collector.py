@@ -71,6 +71,9 @@ _ABORT_PHRASES = (
 _ABORT_WORDS = frozenset({"aborted", "interrupted", "cancelled", "canceled"})
 _MESSAGE_ABORTED = "MessageAbortedError"
 
+# The only native types the collector reads.
+_OBSERVED = frozenset(t.type for t in (PartUpdated, PartDelta, MessageUpdated, SessionCreated))
+
 _TITLE_CAP = 1024
 _NAME_CAP = 256
 _INPUT_MAX_KEYS = 64
@@ -385,6 +388,9 @@ class PartialCollector:
         The adapter parses each event once and hands the same record to its
         own translation and to this method.
         """
+        # Most events (statuses, session updates, diffs) are none of these: one lookup.
+        if event.type not in _OBSERVED:
+            return
         try:
             if isinstance(event, PartUpdated):
                 if event.session_id in self._sessions:
@@ -634,6 +640,10 @@ class PartialCollector:
         self._used += len(kept)
 
     def _store_input(self, part: _ToolPart, value: Mapping[str, Any]) -> None:
+        if not part.input_truncated and part.input_bytes and value == part.input:
+            # Running and completed snapshots repeat the input: a whole copy kept
+            # already equals it (a cut one does not, and more room may have freed).
+            return
         room = max(0, min(self._max_output, self._max_total - self._used + part.input_bytes))
         bounded, size, truncated = _bound_input(value, room)  # may raise: nothing changed yet
         self._used += size - part.input_bytes
