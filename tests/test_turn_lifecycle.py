@@ -189,27 +189,37 @@ async def test_follow_ups_before_inside_and_after_the_run_end_window_lose_no_out
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     fake.script("a", [Text("alpha ", chunks=3, delay=0.05)])
-    for name in ("bravo", "charlie", "delta", "echo", "foxtrot"):
+    for name in ("bravo", "charlie", "delta", "echo", "foxtrot", "golf"):
         fake.script(name, [Text(f"{name} ")])
     info = await oc.start_session(T)
     session = fake.sessions[info.session_id]
-    hold = fake.hold_run_end(info.session_id)
+    first_end = fake.hold_run_end(info.session_id)
     first = await oc.send_turn(T, "go [[script:a]]")
     await rec.wait_for("content.delta")  # the first step streams
     await oc.send_turn(T, "while a step runs [[script:bravo]]")  # before the window
-    await hold.wait_started()
+    await first_end.wait_started()
     await oc.send_turn(T, "as it ends [[script:charlie]]")  # inside the window
-    hold.release()
-    await oc.send_turn(T, "right after [[script:delta]]")  # at or just after the idle
+    second_end = fake.hold_run_end(info.session_id)  # charlie's run ends here
+    first_end.release()
+    await second_end.wait_started()
+    delivery = fake.hold("POST", "/session/{id}/prompt_async")
+    late_delivery = asyncio.create_task(oc.send_turn(T, "delivered late [[script:delta]]"))
+    await delivery.wait_started()
+    second_end.release()
+    await eventually(lambda: not session.busy)  # reaches the server after the idle
+    await asyncio.sleep(0.3)
+    delivery.release()
+    await late_delivery
+    await oc.send_turn(T, "right after [[script:echo]]")  # at or just after an idle
     await asyncio.sleep(0.01)
-    await oc.send_turn(T, "a little later [[script:echo]]")
+    await oc.send_turn(T, "a little later [[script:foxtrot]]")
     await eventually(lambda: not session.busy and bool(endings(rec, first.turn_id)))
     await eventually(lambda: all(endings(rec, s.turn_id) for s in rec.of("turn.started", T)))
-    late = await oc.send_turn(T, "after the turn [[script:foxtrot]]")  # a new turn
+    late = await oc.send_turn(T, "after the turn [[script:golf]]")  # a new turn
     await eventually(lambda: bool(endings(rec, late.turn_id)))
 
     shown = text_of(rec)
-    for word in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot"):
+    for word in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"):
         assert shown.count(word) == 1, f"{word!r} shown {shown.count(word)} times in {shown!r}"
     assert late.turn_id != first.turn_id
     assert all(e.state == "completed" for e in rec.of("turn.completed", T))
