@@ -732,13 +732,23 @@ async def _decode_events(response: httpx.Response, max_event_bytes: int) -> Asyn
     try:
         async for chunk in response.aiter_bytes():
             for data in decoder.feed(chunk):
-                event = _event_of(data, max_event_bytes)
-                if event is not None:
-                    yield event
+                # `_event_of` inlined for OpenCode's events: a decoded object with a type.
+                if len(data) <= max_event_bytes:
+                    try:
+                        event = _FAST_DECODE(data)
+                    except ValueError:
+                        pass
+                    else:
+                        if type(event) is dict and type(event.get("type")) is str:
+                            yield event
+                            continue
+                checked = _event_of(data, max_event_bytes)
+                if checked is not None:
+                    yield checked
         for data in decoder.close():
-            event = _event_of(data, max_event_bytes)
-            if event is not None:
-                yield event
+            checked = _event_of(data, max_event_bytes)
+            if checked is not None:
+                yield checked
     except OpenCodeError:
         raise
     except httpx.TimeoutException as exc:

@@ -467,11 +467,13 @@ def _amount(value: object) -> float:
 
 def _time(info: _Props, key: str) -> float | None:
     time = info.get("time")
-    if not isinstance(time, Mapping):
+    if type(time) is not dict and not isinstance(time, Mapping):
         return None
     value = time.get(key)
     if value is None:
         return None
+    if type(value) is int or type(value) is float:
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"field 'time.{key}' is not a number")
     return float(value)
@@ -561,10 +563,10 @@ def _message(props: _Props, raw: _Props) -> NativeEvent:
         role=role,
         parent_id=_opt_id("msg", info.get("parentID")),
         completed=_time(info, "completed"),
-        error=MessageError.parse(info.get("error")),
+        error=None if (error := info.get("error")) is None else MessageError.parse(error),
         # A user message's `summary` is an object (its diffs); only `true` marks one.
         summary=info.get("summary") is True,
-        finish=_opt_str(info.get("finish")),
+        finish=finish if type(finish := info.get("finish")) is str else _opt_str(finish),
         raw=raw,
     )
 

@@ -392,16 +392,16 @@ class PartialCollector:
         if event.type not in _OBSERVED:
             return
         try:
-            if isinstance(event, PartUpdated):
+            if type(event) is PartUpdated:
                 if event.session_id in self._sessions:
                     self._apply_part(event.part, from_server=False)
-            elif isinstance(event, PartDelta):
+            elif type(event) is PartDelta:
                 if event.session_id in self._sessions:
                     self._on_delta(event)
-            elif isinstance(event, MessageUpdated):
+            elif type(event) is MessageUpdated:
                 if event.session_id in self._sessions:
                     self._on_message(event)
-            elif isinstance(event, SessionCreated):
+            elif type(event) is SessionCreated:
                 parent = event.parent_id
                 if parent is not None and parent in self._sessions:
                     self._add_session(event.session_id, parent)

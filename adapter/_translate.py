@@ -80,32 +80,35 @@ class Translator:
         if turn is not None:
             turn.collector.observe_native(event)
         root = sid == thread.session_id
-        match event:
-            case SessionCreated() | SessionUpdated():
-                if root:
-                    self._title(thread, event)
-            case SessionStatusChanged():
-                if root:
-                    self._turns.root_status(thread, event.status, event.raw)
-            case SessionIdle():
-                if root:
-                    self._turns.root_idle(thread)
-            case SessionErrored():
-                if root:
-                    self._root_error(thread, event)
-            case MessageUpdated():
-                if root:
-                    self._turns.root_message(thread, event)
-            case PartUpdated():
-                self._part(thread, event.part, event)
-            case PartDelta():
-                self._delta(thread, event)
-            case PermissionAsked() | QuestionAsked():
-                self._requests.opened(thread, event)
-            case PermissionReplied() | QuestionReplied() | QuestionRejected():
-                self._requests.resolved(thread, event)
-            case _:
-                pass
+        # `type(event) is`, most frequent types first: this runs for every event, and
+        # each class pattern of a `match` is an isinstance call (the records are final).
+        if type(event) is PartUpdated:
+            self._part(thread, event.part, event)
+        elif type(event) is MessageUpdated:
+            if root:
+                self._turns.root_message(thread, event)
+        elif type(event) is SessionStatusChanged:
+            if root:
+                self._turns.root_status(thread, event.status, event.raw)
+        elif type(event) is SessionUpdated or type(event) is SessionCreated:
+            if root:
+                self._title(thread, event)
+        elif type(event) is PartDelta:
+            self._delta(thread, event)
+        elif type(event) is SessionIdle:
+            if root:
+                self._turns.root_idle(thread)
+        elif type(event) is SessionErrored:
+            if root:
+                self._root_error(thread, event)
+        elif type(event) is PermissionAsked or type(event) is QuestionAsked:
+            self._requests.opened(thread, event)
+        elif (
+            type(event) is PermissionReplied
+            or type(event) is QuestionReplied
+            or type(event) is QuestionRejected
+        ):
+            self._requests.resolved(thread, event)
 
     def _unowned(self, event: NativeEvent) -> None:
         """An event of a session no thread owns: a child being born, or a request of
