@@ -129,3 +129,58 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
     finally:
         if request_id in await listed_permissions(http):
             await http.post(f"/permission/{request_id}/reply", json={"reply": "reject"})
+
+
+async def test_a_request_stopped_by_interrupt_turn_is_never_announced_again(
+    real_server: RealOpenCodeServer,
+    scripted_model: ScriptedModelServer,
+    http: httpx.AsyncClient,
+    unique_name: str,
+) -> None:
+    """Interrupting the turn that waits on a permission would leave a ghost on the server
+    (a pending request of an aborted session): the adapter rejects it there too, and
+    neither the thread's next turn nor a later adapter resuming the thread offers it
+    again."""
+    scripted_model.script(
+        unique_name,
+        [ToolCalls([ToolCall("bash", {"command": "echo x"})]), Text("ran"), Text("second")],
+    )
+    created = await http.post("/session", json={"title": unique_name, "permission": ASK_BASH})
+    session_id = str(created.json()["id"])
+    resume = {"schema": 1, "session_id": session_id}
+    request_id: str | None = None
+    try:
+        async with OpenCodeAdapter(
+            real_server.base_url, directory=str(real_server.directory)
+        ) as oc:
+            rec = Recorder(oc)
+            await oc.start_session("t", resume=resume)
+            turn = await oc.send_turn("t", "go " + script_marker(unique_name))
+            opened = await rec.wait_for("request.opened", timeout=30)
+            request_id = opened.request_id
+            result = await oc.interrupt_turn("t", turn_id=turn.turn_id)
+            assert result.stop is not None and result.stop.ok
+            aborted = await rec.wait_for("turn.aborted", timeout=10)
+            assert aborted.turn_id == turn.turn_id
+            resolved = await rec.wait_for("request.resolved", timeout=10)
+            assert resolved.request_id == request_id
+            # rejected on the server too: no ghost lingers for a later reader of /permission
+            assert request_id not in await listed_permissions(http)
+            with pytest.raises(UnknownRequestError):
+                await oc.respond_to_request("t", request_id, "accept")
+            # the thread goes on: its next turn runs, the stopped request stays stopped
+            await oc.send_turn("t", "next")
+            await rec.wait_for("turn.completed", timeout=30)
+            assert [e.request_id for e in rec.of("request.opened")] == [request_id]
+            await rec.close()
+        async with OpenCodeAdapter(
+            real_server.base_url, directory=str(real_server.directory)
+        ) as later:
+            rec = Recorder(later)
+            await later.start_session("t", resume=resume)
+            await asyncio.sleep(1.0)  # the resume's request recovery has long finished
+            assert rec.of("request.opened") == []
+            await rec.close()
+    finally:
+        if request_id is not None and request_id in await listed_permissions(http):
+            await http.post(f"/permission/{request_id}/reply", json={"reply": "reject"})
