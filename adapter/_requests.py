@@ -142,10 +142,12 @@ class Requests:
     def tool_ended(self, thread: ThreadState, session_id: str, call_id: str) -> None:
         """The tool call that asked an open request has ended: the request is moot.
 
-        Answered requests are resolved before their tool goes on (the server emits
-        ``replied`` first), so a request still open when its call ends was never
-        answered: its run was aborted (elsewhere, or by a server restart). OpenCode
-        1.18.34 keeps listing such a request; the host must not keep showing it."""
+        Answered requests are resolved before their tool goes on: measured on 1.18.34
+        (3 of 3 each), ``permission.replied`` comes before the call's next update for
+        ``once`` and for ``reject``. So a request still open when its call ends was
+        never answered: its run was aborted (elsewhere), and the call ended ``error``
+        "Tool execution aborted" (3 of 3) while OpenCode keeps listing the request.
+        The host must not keep showing it."""
         for request_id, pending in list(thread.pending.items()):
             if pending.call_id == call_id and pending.session_id == session_id:
                 self.cancel(thread, request_id, thread.lifecycle.turn_id)
