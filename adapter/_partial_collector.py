@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
+
+import msgspec
 
 from ._exceptions import InvalidInputError, NativeEventError
 from ._ids import is_session_id, validate_id
@@ -71,8 +73,8 @@ _ABORT_PHRASES = (
 _ABORT_WORDS = frozenset({"aborted", "interrupted", "cancelled", "canceled"})
 _MESSAGE_ABORTED = "MessageAbortedError"
 
-# The only native types the collector reads.
 _OBSERVED = frozenset(t.type for t in (PartUpdated, PartDelta, MessageUpdated, SessionCreated))
+_FAST_LOADS = msgspec.json.Decoder().decode
 
 _TITLE_CAP = 1024
 _NAME_CAP = 256
@@ -605,9 +607,10 @@ class PartialCollector:
             existing.title = existing.title or _Slot()
             self._store(existing.title, state.title, min(_TITLE_CAP, self._max_output))
         child = metadata.get("sessionId")
-        if part.tool == "task" and is_session_id(child) and child != part.session_id:
-            existing.child_session_id = cast(str, child)
-            self._add_session(cast(str, child), part.session_id)
+        tree_child = part.tool == "task" and isinstance(child, str) and is_session_id(child)
+        if tree_child and isinstance(child, str) and child != part.session_id:
+            existing.child_session_id = child
+            self._add_session(child, part.session_id)
 
     # -- bounded storage ---------------------------------------------------------
 
@@ -813,7 +816,10 @@ def _bound_input(value: Mapping[str, Any], limit: int) -> tuple[dict[str, Any], 
     text = json.dumps(value, ensure_ascii=False, default=str)
     size = len(_utf8(text))
     if size <= limit:
-        copy = json.loads(text)
+        try:  # msgspec reads it 3-4 times faster than json, except NaN or a lone surrogate
+            copy = _FAST_LOADS(text)
+        except ValueError:
+            copy = json.loads(text)
         return (copy if isinstance(copy, dict) else {}), size, False
     keys = list(value)[:_INPUT_MAX_KEYS]
     share = limit // max(len(keys), 1) - 8
