@@ -34,6 +34,7 @@ from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, ModelRequest, Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
 from tests.faults.support import TERMINAL, TURN_OUTPUT, check_event_invariants
+from tests.real.test_infrastructure import chat_body, deltas, read_sse
 
 pytestmark = pytest.mark.real
 
@@ -268,6 +269,31 @@ def compacting_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenC
 def bash(command: str, text: str = "", prompt_tokens: int | None = None) -> ToolCalls:
     call = ToolCall("bash", {"command": command, "description": command})
     return ToolCalls([call], text=text, prompt_tokens=prompt_tokens)
+
+
+def test_a_bound_session_answers_unmarked_requests_with_its_script(
+    scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    """``bind_session``: what the compaction tests rely on. A marker still wins; an
+    unmarked request of another session gets the default text."""
+    scripted_model.script(unique_name, [Text("zero"), Text("one")])
+    scripted_model.script(f"{unique_name}-other", [Text("marked")])
+    bound, unbound = f"ses_{unique_name}_bound", f"ses_{unique_name}_free"
+    scripted_model.bind_session(bound, unique_name)
+
+    def answer(session_id: str, body: dict[str, Any]) -> str:
+        with httpx.stream(
+            "POST",
+            f"{scripted_model.base_url}/chat/completions",
+            json=body,
+            headers={"x-opencode-session-id": session_id},
+            trust_env=False,
+        ) as response:
+            return "".join(d.get("content") or "" for d in deltas(read_sse(response)))
+
+    assert answer(bound, chat_body("What did we do so far?", 1)) == "one"
+    assert answer(bound, chat_body("go " + script_marker(f"{unique_name}-other"))) == "marked"
+    assert answer(unbound, chat_body("What did we do so far?")) == scripted_model.default_text
 
 
 async def test_the_continuation_after_an_automatic_compaction_is_the_turns_output(
