@@ -152,8 +152,9 @@ async def test_a_follow_up_reaching_the_server_after_the_idle_is_part_of_the_tur
     assert_every_turn_ended_once_after_its_output(rec)
 
 
+@pytest.mark.parametrize("by_turn_id", [True, False], ids=["with-turn-id", "without"])
 async def test_interrupt_turn_stops_the_run_of_a_follow_up_sent_as_the_run_ended(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, by_turn_id: bool
 ) -> None:
     fake.script("first", [Text("first answer")])
     fake.script("hangs", [Text("working"), Hang()])
@@ -173,7 +174,7 @@ async def test_interrupt_turn_stops_the_run_of_a_follow_up_sent_as_the_run_ended
     await rec.wait_for("content.delta", lambda e: e.delta == "working")
     assert session.busy and status(oc) == "running"
 
-    result = await oc.interrupt_turn(T, turn_id=turn.turn_id)
+    result = await oc.interrupt_turn(T, turn_id=turn.turn_id if by_turn_id else None)
     assert result.stop is not None, "the turn was still active: there was something to stop"
     assert result.turn_id == turn.turn_id
     assert session.abort_count >= 1
@@ -225,6 +226,32 @@ async def test_follow_ups_before_inside_and_after_the_run_end_window_lose_no_out
     assert all(e.state == "completed" for e in rec.of("turn.completed", T))
     assert not rec.of("turn.aborted", T)
     assert status(oc) == "ready" and not session.busy
+    assert_every_turn_ended_once_after_its_output(rec)
+
+
+async def test_a_turn_ending_while_an_interrupt_runs_ends_exactly_once(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """The run goes idle on its own while the Stop button's abort is under way: one
+    ending (the stop's or the completion), never both, and the thread is ready."""
+    fake.script("quick", [Text("done")])
+    info = await oc.start_session(T)
+    run_end = fake.hold_run_end(info.session_id)
+    abort = fake.hold("POST", "/session/{id}/abort")
+    turn = await oc.send_turn(T, "go [[script:quick]]")
+    await run_end.wait_started()
+    stopping = asyncio.create_task(oc.interrupt_turn(T))
+    await abort.wait_started()
+    assert status(oc) == "stopping"
+    run_end.release()  # the run ends by itself: idle while the stop is under way
+    await eventually(lambda: not fake.sessions[info.session_id].busy)
+    abort.release()
+    result = await stopping
+    assert result.turn_id == turn.turn_id
+    await eventually(lambda: bool(endings(rec, turn.turn_id)))
+    await asyncio.sleep(0.2)
+    assert len(endings(rec, turn.turn_id)) == 1
+    assert status(oc) == "ready"
     assert_every_turn_ended_once_after_its_output(rec)
 
 
