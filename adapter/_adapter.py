@@ -535,7 +535,7 @@ class OpenCodeAdapter:
 
     def _stream_restored(self, directory: str | None, client: OpenCodeClient) -> None:
         """The stream has no replay: requests and turns are brought up to date."""
-        self._core.tasks.spawn(self._requests.recover(client), name="recover")
+        self._core.tasks.spawn(self._requests.recover(client, after_outage=True), name="recover")
         for thread in self._core.threads_in(directory):
             self._turns.after_outage(thread)
 

@@ -192,15 +192,21 @@ class Requests:
 
     # -- recovery -------------------------------------------------------------------
 
-    async def recover(self, client: OpenCodeClient) -> None:
+    async def recover(self, client: OpenCodeClient, *, after_outage: bool = False) -> None:
         """Announce requests the event stream did not deliver (raised before we
         connected, or during an outage), for every thread they belong to; a ghost a
-        thread still holds open is resolved ``cancelled``, and so is one the server no
-        longer lists (it went with a restarted server's runs, measured on 1.18.34)."""
+        thread still holds open is resolved ``cancelled``.
+
+        ``after_outage``: the stream was down, so an answer or a server restart may
+        have gone unheard; a request held open before the listing and missing from it
+        is gone (a restarted server forgets its requests, measured on 1.18.34) and is
+        resolved ``cancelled`` too, unless its ``replied`` event came meanwhile. Not
+        on a resume: there the stream was up, and a listing that races a reply would
+        turn that reply into a cancellation for no reason."""
         core = self._core
         held_before = [
             (held, request_id)
-            for held in core.threads.values()
+            for held in (core.threads.values() if after_outage else ())
             if held.client is client
             for request_id in held.pending
         ]
@@ -210,10 +216,6 @@ class Requests:
             _log.warning("adapter.recover_requests_failed", error=str(exc))
             return
         listed_ids = {r.id for r in listed}
-        for held, request_id in held_before:
-            # Open before the listing was asked, and not in it: gone on the server.
-            if request_id not in listed_ids and not held.closing:
-                self.cancel(held, request_id, held.lifecycle.turn_id)
         candidates = [
             r
             for r in listed
@@ -227,6 +229,10 @@ class Requests:
                 return await request_is_live(client, request)
 
         live = await asyncio.gather(*(check(r) for r in candidates))
+        for held, request_id in held_before:
+            # Open before the listing was asked, and not in it: gone on the server.
+            if request_id not in listed_ids and not held.closing:
+                self.cancel(held, request_id, held.lifecycle.turn_id)
         for request, is_live in zip(candidates, live, strict=True):
             thread = core.owner.get(request.session_id)
             if not is_live:
