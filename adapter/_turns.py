@@ -44,7 +44,7 @@ from ._records import TurnStart
 from ._thread import ThreadState
 from ._turn import Turn
 
-__all__ = ["ABORTED_ELSEWHERE", "VANISHED_IN_OUTAGE", "Turns"]
+__all__ = ["ABORTED_ELSEWHERE", "STOPPED_AFTER_FAILED_STOP", "VANISHED_IN_OUTAGE", "Turns"]
 
 _log = get_logger("adapter.turns")
 
@@ -52,6 +52,9 @@ ABORTED_ELSEWHERE = "Aborted outside this adapter."
 VANISHED_IN_OUTAGE = (
     "The run ended while the event stream was down and left no result "
     "(the server may have restarted)."
+)
+STOPPED_AFTER_FAILED_STOP = (
+    "Interrupted by user. The stop failed for part of the tree, which has since gone idle."
 )
 _MESSAGE_ABORTED = "MessageAbortedError"
 #: A turn whose events have been silent this long is checked against the server
@@ -316,7 +319,9 @@ class Turns:
     def after_stop_failed(self, thread: ThreadState, *, root_aborted: bool) -> None:
         """A failed stop leaves the turn running. If the root abort itself failed, the
         root may have finished meanwhile: settle. If the root was aborted but the walk
-        failed, the turn is held until the host stops it again (its tree still runs)."""
+        failed, the turn is held: it does not settle on the root's idle (its tree may
+        still run) but ends, aborted, once the whole tree is idle, unless the host stops
+        it again first."""
         turn = thread.turn
         if turn is None:
             return
@@ -460,7 +465,10 @@ class Turns:
         timeouts = self._core.timeouts
         while thread.turn is turn:
             await asyncio.sleep(self.watch_interval)
-            if thread.turn is not turn or thread.stop is not None or turn.held:
+            if thread.turn is not turn or thread.stop is not None:
+                continue
+            if turn.held:
+                await self._release_held(thread, turn)
                 continue
             quiet = time.monotonic() - turn.last_activity
             if turn.phase is TurnPhase.AWAITING_ECHO and quiet > timeouts.echo:
@@ -473,6 +481,28 @@ class Turns:
                     await self._unanswered(thread, turn)
                 else:
                     await self._settle(thread, turn, outage=False)
+
+    async def _release_held(self, thread: ThreadState, turn: Turn) -> None:
+        """A turn held by a failed stop ends once its whole tree is idle: the root was
+        aborted, and nothing of the tree runs any more, so nothing is left to stop."""
+        try:
+            statuses = await thread.client.status()
+        except OpenCodeError as exc:
+            _log.info("adapter.held_check_failed", thread_id=thread.thread_id, error=str(exc))
+            return
+        if thread.turn is not turn or thread.stop is not None or not turn.held:
+            return
+        if any(statuses[sid].is_busy for sid in thread.sessions if sid in statuses):
+            return
+        self._end(
+            thread,
+            turn,
+            TurnEnding(
+                "aborted",
+                reason=STOPPED_AFTER_FAILED_STOP,
+                partial=turn.collector.result(turn.turn_id),
+            ),
+        )
 
     async def _echo_overdue(self, thread: ThreadState, turn: Turn) -> None:
         try:
