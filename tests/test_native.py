@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from hypothesis import strategies as st
 from adapter import ProtocolError
 from adapter._client import _decode_json
 from adapter._exceptions import NativeEventError
+from adapter._ids import checked_id
+from adapter._models import Part, ToolState
 from adapter._native import (
     MessageRemoved,
     MessageUpdated,
@@ -250,6 +253,57 @@ def test_records_are_immutable() -> None:
     record = parse_native(first("session.idle"))
     with pytest.raises(AttributeError):
         record.session_id = "ses_other"  # type: ignore[misc]
+
+
+def test_records_compare_and_hash_by_their_typed_fields_not_raw() -> None:
+    raw = first("message.part.updated", lambda e: e["properties"]["part"]["type"] == "tool")
+    other = copy.deepcopy(raw)
+    other["id"] = "evt_another_delivery"
+    one, two = parse_native(raw), parse_native(other)
+    assert one == two
+    assert not one != two  # noqa: SIM202 -- __ne__ is defined apart from __eq__
+    assert one.raw is raw and two.raw is other
+    assert "raw" not in repr(one) and repr(one).startswith("PartUpdated(session_id=")
+    idle = parse_native(first("session.idle"))
+    again = parse_native({**first("session.idle"), "id": "evt_again"})
+    assert idle == again and hash(idle) == hash(again)  # hashable where the fields are
+    assert isinstance(idle, SessionIdle) and idle != one
+    assert idle != SessionCompacted(idle.session_id, idle.raw)
+    changed = copy.deepcopy(raw)
+    changed["properties"]["part"]["state"]["status"] = "error"
+    assert parse_native(changed) != one
+
+
+def test_parsed_parts_are_the_parts_their_constructor_builds() -> None:
+    raw = first("message.part.updated", lambda e: e["properties"]["part"]["type"] == "tool")
+    part = parse_native(raw).part  # type: ignore[union-attr]
+    assert part.state is not None
+    rebuilt = Part(
+        id=part.id,
+        message_id=part.message_id,
+        session_id=part.session_id,
+        type=part.type,
+        text=part.text,
+        tool=part.tool,
+        call_id=part.call_id,
+        state=ToolState(**{f.name: getattr(part.state, f.name) for f in fields(ToolState)}),
+        raw=part.raw,
+    )
+    assert part == rebuilt and repr(part) == repr(rebuilt)
+    with pytest.raises(AttributeError):
+        part.id = "prt_other"  # type: ignore[misc]
+
+
+def test_remembered_ids_are_only_ids_that_matched_and_only_for_their_kind() -> None:
+    assert checked_id("ses", "ses_remembered") == "ses_remembered"
+    assert checked_id("ses", "ses_remembered") == "ses_remembered"
+    with pytest.raises(ValueError):
+        checked_id("msg", "ses_remembered")
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            checked_id("ses", "ses_../../global")
+    with pytest.raises(ValueError):
+        checked_id("ses", ["ses_a"])
 
 
 def test_descriptive_fields_are_taken_as_far_as_valid() -> None:
