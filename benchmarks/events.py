@@ -478,7 +478,8 @@ async def read_adapter(
 
 def _sessions_in_trees(oc: OpenCodeAdapter, threads: list[str]) -> int | None:
     """A benchmark may peek: the sessions the threads track, if this adapter says so."""
-    registry = getattr(oc, "_threads", None)
+    core = getattr(oc, "_core", None)  # the registry since the split by concept (issue 12)
+    registry = getattr(core, "threads", None) or getattr(oc, "_threads", None)
     try:
         return sum(len(registry[t].sessions) for t in threads)  # type: ignore[index]
     except (TypeError, KeyError, AttributeError):
