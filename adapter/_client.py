@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 import httpx
+import httpx_sse
 import msgspec
 import structlog
 from tenacity import (
@@ -35,7 +36,6 @@ from ._ids import path_segment, validate_id
 from ._logging import get_logger
 from ._models import Health, Message, PendingRequest, Session, SessionStatus
 from ._retry import TRANSIENT_TRANSPORT_ERRORS, RetryPolicy, is_transient_status
-from ._sse import SSEDataDecoder
 
 __all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
 
@@ -415,13 +415,15 @@ class OpenCodeClient:
         """
         timeout = httpx.Timeout(self.timeout, read=read_timeout)
         try:
-            async with self._http.stream(
+            async with httpx_sse.aconnect_sse(
+                self._http,
                 "GET",
                 "/event",
                 params=self._params or None,
                 timeout=timeout,
-                headers=_EVENT_STREAM_HEADERS,
-            ) as response:
+                headers={"accept-encoding": "identity"},
+            ) as source:
+                response = source.response
                 if response.status_code != 200:
                     await response.aread()
                     raise self._status_error(
@@ -435,7 +437,7 @@ class OpenCodeClient:
                     # httpx-sse buffers a whole line before it decodes it: bound the line
                     # length on the raw bytes, so an endless line cannot fill memory.
                     response.stream = _LineBoundedStream(response.stream, max_event_bytes)
-                yield _decode_events(response, max_event_bytes)
+                yield _decode_events(source, max_event_bytes)
         except httpx.TimeoutException as exc:
             raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
@@ -700,73 +702,42 @@ def _ignore(data: object) -> None:
     return None
 
 
-# What `httpx_sse.aconnect_sse` sent (this client used it until issue 12), and no
-# compression: the line bound counts the bytes on the wire.
-_EVENT_STREAM_HEADERS = {
-    "accept": "text/event-stream",
-    "cache-control": "no-store",
-    "accept-encoding": "identity",
-}
-
 _FAST_DECODE = msgspec.json.Decoder().decode
 
 
-def _decode_json(data: str | bytes) -> Any:
+def _decode_json(data: str) -> Any:
     """One event's JSON: ``msgspec`` (3-4 times faster than ``json`` on OpenCode's events,
     see docs/benchmarks.md), and the standard library for what ``msgspec`` refuses but
     ``json`` reads (a lone surrogate escape, as a delta cut inside a pair carries; an
-    integer beyond 64 bits), so the decoder changes no outcome, only the time. Bytes
-    that are not UTF-8 are read with replacement characters, as a text decoder of the
-    stream would have read them.
+    integer beyond 64 bits), so the decoder changes no outcome, only the time.
     """
     try:
         return _FAST_DECODE(data)
     except ValueError:
-        if isinstance(data, bytes):
-            data = data.decode("utf-8", "replace")
         return json.loads(data)
 
 
-async def _decode_events(response: httpx.Response, max_event_bytes: int) -> AsyncIterator[RawEvent]:
-    decoder = SSEDataDecoder(max_event_bytes)
+async def _decode_events(
+    source: httpx_sse.EventSource, max_event_bytes: int
+) -> AsyncIterator[RawEvent]:
     try:
-        async for chunk in response.aiter_bytes():
-            for data in decoder.feed(chunk):
-                # `_event_of` inlined for OpenCode's events: a decoded object with a type.
-                if len(data) <= max_event_bytes:
-                    try:
-                        event = _FAST_DECODE(data)
-                    except ValueError:
-                        pass
-                    else:
-                        if type(event) is dict and type(event.get("type")) is str:
-                            yield event
-                            continue
-                checked = _event_of(data, max_event_bytes)
-                if checked is not None:
-                    yield checked
-        for data in decoder.close():
-            checked = _event_of(data, max_event_bytes)
-            if checked is not None:
-                yield checked
+        async for sse in source.aiter_sse():
+            if not sse.data:
+                continue
+            if len(sse.data) > max_event_bytes:
+                raise ProtocolError("event_stream", f"an event exceeds {max_event_bytes} bytes")
+            try:
+                event = _decode_json(sse.data)
+            except ValueError:
+                _log.warning("opencode.event.malformed", reason="not JSON", size=len(sse.data))
+                continue
+            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                _log.warning("opencode.event.malformed", reason="not an event object")
+                continue
+            yield event
     except OpenCodeError:
         raise
     except httpx.TimeoutException as exc:
         raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc
     except httpx.TransportError as exc:
         raise RequestError("event_stream", f"connection lost ({type(exc).__name__})") from exc
-
-
-def _event_of(data: bytes, max_event_bytes: int) -> RawEvent | None:
-    """One event's data as an event object; ``None`` (logged) for what is none."""
-    if len(data) > max_event_bytes:
-        raise ProtocolError("event_stream", f"an event exceeds {max_event_bytes} bytes")
-    try:
-        event = _decode_json(data)
-    except ValueError:
-        _log.warning("opencode.event.malformed", reason="not JSON", size=len(data))
-        return None
-    if type(event) is not dict or type(event.get("type")) is not str:
-        _log.warning("opencode.event.malformed", reason="not an event object")
-        return None
-    return event
