@@ -22,13 +22,13 @@ sessions) are tracked. Whatever was cut is flagged ``truncated``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
 
+from ._bounded import Slot, bound_input, cut_utf8, join_bounded, utf8
 from ._exceptions import InvalidInputError, NativeEventError
 from ._ids import is_session_id, validate_id
 from ._logging import get_logger
@@ -81,53 +81,15 @@ _NAME_CAP = 256
 _INPUT_MAX_KEYS = 64
 
 
-def _marker(dropped: int) -> str:
-    return f"\n…[truncated {dropped} bytes]"
-
-
-def _utf8(value: str) -> bytes:
-    # "replace" because JSON may carry lone surrogates, which strict UTF-8
-    # refuses; a replaced character is better than a dropped event.
-    return value.encode("utf-8", "replace")
-
-
-def _cut_utf8(data: bytes, limit: int) -> bytes:
-    """The longest prefix of ``data`` of at most ``limit`` bytes that ends on a character."""
-    if len(data) <= limit:
-        return data
-    cut = max(limit, 0)
-    # data[cut] is the first byte dropped; if it continues a character, that
-    # character straddles the cut and goes too.
-    while cut > 0 and (data[cut] & 0xC0) == 0x80:
-        cut -= 1
-    return data[:cut]
-
-
 # --------------------------------------------------------------------------
 # Collector internals
 # --------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class _Slot:
-    """One stored string: the kept UTF-8 prefix and how many bytes were dropped."""
-
-    data: bytearray = field(default_factory=bytearray)
-    dropped: int = 0
-
-    @property
-    def full_size(self) -> int:
-        return len(self.data) + self.dropped
-
-    def render(self) -> str:
-        text = self.data.decode("utf-8", "replace")
-        return text + _marker(self.dropped) if self.dropped else text
-
-
-@dataclass(slots=True)
 class _TextPart:
     kind: Literal["text", "reasoning"]
-    body: _Slot
+    body: Slot
     # Assistant text parts carry `time`; user prompt parts do not. Used only
     # when the message's role is unknown (its `message.updated` was missed).
     assistant_hint: bool
@@ -141,9 +103,9 @@ class _ToolPart:
     input: Mapping[str, Any] = field(default_factory=dict)
     input_bytes: int = 0
     input_truncated: bool = False
-    output: _Slot | None = None
-    error: _Slot | None = None
-    title: _Slot | None = None
+    output: Slot | None = None
+    error: Slot | None = None
+    title: Slot | None = None
     interrupted_flag: bool = False
     bash_aborted: bool = False
     child_session_id: str | None = None
@@ -166,33 +128,6 @@ class _SessionState:
     messages: dict[str, _MessageState] = field(default_factory=dict)
     # A message of this session ended with MessageAbortedError: its run was cut off.
     aborted: bool = False
-
-
-def _join_bounded(slots: Sequence[_Slot], limit: int) -> tuple[str, bool]:
-    """The slots' texts joined by newlines, at most ``limit`` bytes of content.
-
-    Markers are not content: a part cut on its own keeps its marker inline,
-    and where the joined text runs out of room, one marker counts every byte
-    left out from there on.
-    """
-    pieces: list[str] = []
-    room = limit
-    cut = False
-    for index, slot in enumerate(slots):
-        data = (b"\n" if index else b"") + bytes(slot.data)
-        if len(data) <= room:
-            room -= len(data)
-            pieces.append(data.decode("utf-8", "replace"))
-            if slot.dropped:
-                pieces.append(_marker(slot.dropped))
-                cut = True
-            continue
-        kept = _cut_utf8(data, room)
-        rest = sum(s.full_size + 1 for s in slots[index + 1 :])
-        pieces.append(kept.decode("utf-8", "replace"))
-        pieces.append(_marker(len(data) - len(kept) + slot.dropped + rest))
-        return "".join(pieces), True
-    return "".join(pieces), cut
 
 
 class _Skip(ValueError):
@@ -551,14 +486,14 @@ class PartialCollector:
                 return
             self._text_count += 1
             kind: Literal["text", "reasoning"] = "text" if part.type == "text" else "reasoning"
-            existing = message.parts[part.id] = _TextPart(kind, _Slot(), False)
+            existing = message.parts[part.id] = _TextPart(kind, Slot(), False)
         if not isinstance(existing, _TextPart):
             raise _Skip("part changed its type")
         if isinstance(part.raw.get("time"), Mapping):
             existing.assistant_hint = True
         # A snapshot replaces what we have unless it holds less: the server
         # may store a shorter text than the deltas we already streamed.
-        if len(_utf8(part.text)) >= existing.body.full_size:
+        if len(utf8(part.text)) >= existing.body.full_size:
             self._store(existing.body, part.text, self._max_output)
 
     def _apply_tool(
@@ -595,16 +530,16 @@ class PartialCollector:
             output = streamed if isinstance(streamed, str) else None
         if output is not None:
             existing.bash_aborted = BASH_ABORT_MARKER in output
-            existing.output = existing.output or _Slot()
+            existing.output = existing.output or Slot()
             self._store(existing.output, output, self._max_output)
         if state.status == "error":
-            existing.error = existing.error or _Slot()
+            existing.error = existing.error or Slot()
             self._store(existing.error, state.error or "error", self._max_output)
         elif existing.error is not None:
             self._release(existing.error)
             existing.error = None
         if state.title is not None:
-            existing.title = existing.title or _Slot()
+            existing.title = existing.title or Slot()
             self._store(existing.title, state.title, min(_TITLE_CAP, self._max_output))
         child = metadata.get("sessionId")
         tree_child = part.tool == "task" and isinstance(child, str) and is_session_id(child)
@@ -617,27 +552,27 @@ class PartialCollector:
     def _room(self, cap: int, already: int = 0) -> int:
         return max(0, min(cap - already, self._max_total - self._used))
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         self._used -= len(slot.data)
         slot.data = bytearray()
         slot.dropped = 0
 
-    def _store(self, slot: _Slot, value: str, cap: int) -> None:
+    def _store(self, slot: Slot, value: str, cap: int) -> None:
         """Replace a slot's content; the old content's bytes are given back first."""
         self._release(slot)
-        data = _utf8(value)
-        kept = _cut_utf8(data, self._room(cap))
+        data = utf8(value)
+        kept = cut_utf8(data, self._room(cap))
         slot.data = bytearray(kept)
         slot.dropped = len(data) - len(kept)
         self._used += len(kept)
 
-    def _append(self, slot: _Slot, value: str) -> None:
-        data = _utf8(value)
+    def _append(self, slot: Slot, value: str) -> None:
+        data = utf8(value)
         if slot.dropped:
             # Once cut, the stored text is a prefix; later text cannot follow it.
             slot.dropped += len(data)
             return
-        kept = _cut_utf8(data, self._room(self._max_output, len(slot.data)))
+        kept = cut_utf8(data, self._room(self._max_output, len(slot.data)))
         slot.data += kept
         slot.dropped += len(data) - len(kept)
         self._used += len(kept)
@@ -648,7 +583,7 @@ class PartialCollector:
             # already equals it (a cut one does not, and more room may have freed).
             return
         room = max(0, min(self._max_output, self._max_total - self._used + part.input_bytes))
-        bounded, size, truncated = _bound_input(value, room)  # may raise: nothing changed yet
+        bounded, size, truncated = bound_input(value, room)  # may raise: nothing changed yet
         self._used += size - part.input_bytes
         part.input, part.input_bytes, part.input_truncated = bounded, size, truncated
 
@@ -693,8 +628,8 @@ class PartialCollector:
     def _session_result(
         self, session_id: str, state: _SessionState
     ) -> tuple[str, str, list[ToolCallResult], bool]:
-        texts: list[_Slot] = []
-        reasoning: list[_Slot] = []
+        texts: list[Slot] = []
+        reasoning: list[Slot] = []
         calls: list[ToolCallResult] = []
         truncated = False
         for message_id in sorted(state.messages):
@@ -713,8 +648,8 @@ class PartialCollector:
                     call = self._call_result(session_id, part)
                     truncated = truncated or call.truncated
                     calls.append(call)
-        text, cut_text = _join_bounded(texts, self._max_output)
-        thought, cut_thought = _join_bounded(reasoning, self._max_output)
+        text, cut_text = join_bounded(texts, self._max_output)
+        thought, cut_thought = join_bounded(reasoning, self._max_output)
         return text, thought, calls, truncated or cut_text or cut_thought
 
     def _child_aborted(self, part: _ToolPart) -> bool:
@@ -804,46 +739,3 @@ class PartialCollector:
             truncated=truncated,
             max_output_bytes=self._max_output,
         )
-
-
-def _bound_input(value: Mapping[str, Any], limit: int) -> tuple[dict[str, Any], int, bool]:
-    """A detached, JSON-safe copy of a tool's input of at most ``limit`` bytes as JSON.
-
-    Small inputs are kept as they are. A big one (a ``write`` of a large
-    file) keeps its keys, with each value shortened to a fair share: the
-    model needs to know what was called, not every byte of the arguments.
-    """
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    size = len(_utf8(text))
-    if size <= limit:
-        try:  # msgspec reads it 3-4 times faster than json, except NaN or a lone surrogate
-            copy = _FAST_LOADS(text)
-        except ValueError:
-            copy = json.loads(text)
-        return (copy if isinstance(copy, dict) else {}), size, False
-    keys = list(value)[:_INPUT_MAX_KEYS]
-    share = limit // max(len(keys), 1) - 8
-    bounded: dict[str, Any] = {}
-    for key in keys:
-        name = str(key)[:_NAME_CAP]
-        item = value[key]
-        if isinstance(item, str):
-            shortened = item
-        else:
-            shortened = json.dumps(item, ensure_ascii=False, default=str)
-            if len(_utf8(shortened)) <= share:
-                bounded[name] = json.loads(shortened)
-                continue
-        raw = _utf8(shortened)
-        if len(raw) <= share:
-            bounded[name] = shortened
-        else:
-            marker = f"…[truncated {len(raw)} bytes]"
-            room = share - len(_utf8(marker))
-            kept = _cut_utf8(raw, room).decode("utf-8") if room > 0 else ""
-            bounded[name] = kept + marker
-    text = json.dumps(bounded, ensure_ascii=False)
-    size = len(_utf8(text))
-    if size > limit:
-        return {}, 0, True
-    return bounded, size, True
