@@ -366,6 +366,7 @@ class Turns:
             if turn.phase is TurnPhase.SETTLING:
                 thread.lifecycle.advance(turn, TurnPhase.STREAMING)
             return
+        messages: Sequence[Message] = ()
         if outage or not turn.run_finished:
             # The stream may have missed something: the stored messages are the truth.
             try:
@@ -379,7 +380,7 @@ class Turns:
         if turn.phase is TurnPhase.AWAITING_ECHO:
             return  # a prompt is on its way: its run is still to come
         if not turn.run_finished:
-            if outage and turn.all_echoed:
+            if outage and turn.all_echoed and await self._answer_was_cut(thread, turn, messages):
                 self._end(
                     thread,
                     turn,
@@ -389,8 +390,38 @@ class Turns:
                         partial=turn.collector.result(turn.turn_id),
                     ),
                 )
-            return  # idle before the answer started (a follow-up's second run): wait
+            elif thread.turn is turn and turn.phase is TurnPhase.STREAMING:
+                # Idle before the answer started (a follow-up's second run is still to
+                # come): settling, so that the watchdog bounds the wait (Timeouts.echo).
+                thread.lifecycle.advance(turn, TurnPhase.SETTLING)
+            return
         self._end_settled(thread, turn)
+
+    async def _answer_was_cut(
+        self, thread: ThreadState, turn: Turn, messages: Sequence[Message]
+    ) -> bool:
+        """Whether the answer to the turn's newest message was cut off (the server
+        restarted): it exists, unfinished, while the root is idle, and still is when
+        read again. No answer at all is not a cut: a follow-up that arrived as the
+        last run ended is answered by a second run that has not started yet."""
+        last = turn.last_user_id
+
+        def cut(stored: Sequence[Message]) -> bool:
+            answers = [
+                m.info for m in stored if m.info.role == "assistant" and m.info.parent_id == last
+            ]
+            return bool(answers) and all(a.completed is None and a.error is None for a in answers)
+
+        if last is None or not cut(messages):
+            return False
+        try:
+            status = (await thread.client.status()).get(thread.session_id)
+            if status is not None and status.is_busy:
+                return False
+            again = await thread.client.messages(thread.session_id)
+        except OpenCodeError:
+            return False  # the watchdog looks again
+        return thread.turn is turn and cut(again)
 
     def absorb_stored(self, thread: ThreadState, turn: Turn, messages: Sequence[Message]) -> None:
         """Bring the turn up to date from the root's stored messages: echoes, answers,
