@@ -40,6 +40,8 @@ from ._interrupt import Interrupts
 from ._lifecycle import Lifecycle
 from ._lifecycle_phases import ThreadPhase
 from ._logging import get_logger
+from ._models import Message
+from ._native import NativeEvent
 from ._ownership import Ownership
 from ._pump import EventPump
 from ._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
@@ -49,6 +51,7 @@ from ._stream import EventStream
 from ._thread import ThreadState
 from ._timeouts import Timeouts, resolve_timeouts
 from ._translate import Translator
+from ._turn import Turn
 from ._turns import Turns
 
 __all__ = ["OpenCodeAdapter"]
@@ -517,10 +520,11 @@ class OpenCodeAdapter:
             core.tasks.spawn(pump.run(), name=f"pump:{directory}")
         return pump
 
-    def _redispatch(self, event: Any) -> None:
+    def _redispatch(self, event: NativeEvent) -> None:
+        # Ownership and turns are built before the translator they call back into.
         self._translator.handle(event)
 
-    def _replay(self, thread: ThreadState, turn: Any, messages: Any) -> None:
+    def _replay(self, thread: ThreadState, turn: Turn, messages: Sequence[Message]) -> None:
         self._translator.replay(thread, turn, messages)
 
     def _stream_lost(self, directory: str | None, exc: Exception) -> None:

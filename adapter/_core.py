@@ -20,6 +20,7 @@ from ._events import Event
 from ._exceptions import AdapterClosedError, SessionClosedError, UnknownThreadError
 from ._logging import get_logger
 from ._stream import EventHub
+from ._tasks import TaskOwner
 from ._thread import ThreadState
 from ._timeouts import Timeouts
 
@@ -68,8 +69,6 @@ class AdapterCore:
         timeouts: Timeouts,
         limits: Limits,
     ) -> None:
-        from ._tasks import TaskOwner
-
         self._base_url = base_url
         self.password = password
         self.transport = transport
