@@ -210,6 +210,48 @@ def test_compare_forgives_the_registry_and_nothing_else() -> None:
     assert kinds == ["event-types", "order", "schema", "state", "status"], [str(d) for d in found]
 
 
+SES_A2 = "ses_dd3439dcdffeS13fl3y3DRCWj1"
+SES_B2 = "ses_dd3439ea0ffeSMm62uTUuhbqc8"
+
+
+def with_listing(rec: Recording, child: str, order: list[int], updated: list[int]) -> Recording:
+    """``rec`` plus a child session and a scenario ``GET /session`` listing of both,
+    in ``order`` (indexes into [root, child]) with the given ``time.updated``."""
+    root = rec.state["sessions"]["root"]
+    kid = session(child, rec.directory, root["time"]["created"] + 1, parentID=root["id"])
+    rec.ids["child"] = child
+    rec.state["sessions"]["child"] = copy.deepcopy(kid)
+    rec.state["messages"]["child"] = []
+    rec.events.append(ev("session.created", sessionID=child, info=copy.deepcopy(kid)))
+    both = [copy.deepcopy(root), copy.deepcopy(kid)]
+    for item, stamp in zip(both, updated, strict=True):
+        item["time"]["updated"] = stamp
+    listing = [both[i] for i in order]
+    rec.exchanges.append(
+        Exchange("GET /session", "GET", "/session", 200, listing, True, "scenario")
+    )
+    return rec
+
+
+def test_session_listings_compare_as_sets_and_each_order_is_checked_on_its_own() -> None:
+    scenario = Scenario("synthetic", [])
+    # A timestamp tie: the two targets may list root and child either way round.
+    fake = with_listing(recording("fake", SES_A, "/p", 1), SES_A2, [1, 0], [9, 9])
+    real = with_listing(recording("real", SES_B, "/q", 2), SES_B2, [0, 1], [9, 9])
+    assert [str(d) for d in compare(scenario, fake, real)] == []
+
+    # The fake lists the older session first: caught, even though the set matches.
+    fake = with_listing(recording("fake", SES_A, "/p", 1), SES_A2, [0, 1], [5, 9])
+    real = with_listing(recording("real", SES_B, "/q", 2), SES_B2, [1, 0], [5, 9])
+    found = compare(scenario, fake, real)
+    assert [(d.kind, d.where) for d in found] == [("order", "fake: GET /session (#1)")]
+
+    # A session missing from one listing is still a body difference.
+    fake = with_listing(recording("fake", SES_A, "/p", 1), SES_A2, [1], [5, 9])
+    real = with_listing(recording("real", SES_B, "/q", 2), SES_B2, [1, 0], [5, 9])
+    assert {d.kind for d in compare(scenario, fake, real)} == {"body"}
+
+
 def test_compare_validates_both_targets_bodies() -> None:
     scenario = Scenario("synthetic", [])
     fake = recording("fake", SES_A, "/home/user/project", 1)

@@ -10,6 +10,7 @@ ones is applied before, by normalisation (:mod:`.divergences`).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -139,6 +140,16 @@ def compare(
         if key[2] == "scenario":
             body_fake = norm_fake(scoped(f.body, set(fake.ids.values())))
             body_real = norm_real(scoped(r.body, set(real.ids.values())))
+            if is_listing(f.body) and is_listing(r.body):
+                # Which of two sessions a turn touched last is timing (their
+                # ``time.updated`` can tie to the millisecond): compared as a set, and
+                # each target's order is checked against the measured rule instead.
+                body_fake, body_real = as_set(body_fake), as_set(body_real)
+                for rec, ex in ((fake, f), (real, r)):
+                    if not newest_first(scoped(ex.body, set(rec.ids.values()))):
+                        out.append(
+                            Divergence(name, "order", f"{rec.target}: {where}", "not newest first")
+                        )
             for d in diff(body_fake, body_real):
                 out.append(Divergence(name, "body", where, d.path, d.fake, d.real))
 
@@ -198,6 +209,24 @@ def scoped(body: Any, tree: set[str]) -> Any:
     if isinstance(body, list) and body and all(_is_session(item) for item in body):
         return [item for item in body if item["id"] in tree]
     return body
+
+
+def is_listing(body: Any) -> bool:
+    """Whether ``body`` is a (non-empty) list of sessions."""
+    return isinstance(body, list) and bool(body) and all(_is_session(item) for item in body)
+
+
+def as_set(listing: list[Any]) -> list[Any]:
+    """A normalised session listing in a fixed order (by its placeholder id)."""
+    return sorted(listing, key=lambda item: str(item["id"]))
+
+
+def newest_first(listing: Any) -> bool:
+    """The measured listing rule: newest ``time.updated`` first (ties in any order)."""
+    if not is_listing(listing):
+        return True
+    stamps = [item.get("time", {}).get("updated", 0) for item in listing]
+    return all(a >= b for a, b in itertools.pairwise(stamps))
 
 
 def _is_session(item: Any) -> bool:
