@@ -19,6 +19,7 @@ from typing import Any, Self
 
 import httpx
 
+from ._answers import Answers
 from ._client import OpenCodeClient
 from ._compat import unreadable_version_warning, untested_version_warning
 from ._core import AdapterCore, Limits
@@ -451,13 +452,18 @@ class OpenCodeAdapter:
         await self._requests.respond(self._core.get(thread_id), request_id, decision)
 
     async def respond_to_user_input(
-        self,
-        thread_id: str,
-        request_id: str,
-        answers: Mapping[str, str | Sequence[str]] | Sequence[str | Sequence[str]],
+        self, thread_id: str, request_id: str, answers: Answers
     ) -> None:
-        """Answer a question request: answers keyed by question text (or header), or in order."""
+        """Answer a question request: answers keyed by question text (or header), or one
+        per question in order. Checked against the questions first (every question
+        answered, keys and option labels exact, one answer unless ``multiple``):
+        :class:`InvalidInputError` names what does not fit, and nothing is sent."""
         await self._requests.answer(self._core.get(thread_id), request_id, answers)
+
+    async def reject_user_input(self, thread_id: str, request_id: str) -> None:
+        """Decline a question request: its tool call fails and the asking session's run
+        stops, as when a user dismisses the question in OpenCode's own UI."""
+        await self._requests.reject(self._core.get(thread_id), request_id)
 
     # -- history ---------------------------------------------------------------
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from ._answers import Answers, wire_answers
 from ._client import OpenCodeClient
 from ._core import AdapterCore
 from ._events import RequestOpened, RequestResolved, UserInputRequested, UserInputResolved
-from ._exceptions import InvalidInputError, NotFoundError, OpenCodeError, UnknownRequestError
+from ._exceptions import NotFoundError, OpenCodeError, UnknownRequestError
 from ._logging import get_logger
 from ._mapping import DECISION_FOR_REPLY, permission_reply_for
 from ._models import PendingRequest
@@ -268,39 +269,28 @@ class Requests:
             thread.pending.pop(request_id, None)
             raise UnknownRequestError(thread.thread_id, request_id) from None
 
-    async def answer(
-        self,
-        thread: ThreadState,
-        request_id: str,
-        answers: Mapping[str, str | Sequence[str]] | Sequence[str | Sequence[str]],
-    ) -> None:
+    async def answer(self, thread: ThreadState, request_id: str, answers: Answers) -> None:
         pending = thread.pending.get(request_id)
         if pending is None or pending.kind != "question":
             raise UnknownRequestError(thread.thread_id, request_id)
-        ordered = _ordered_answers(pending, answers)
+        ordered = wire_answers(pending.questions, answers)  # nothing sent if they don't fit
         try:
             await thread.client.question_reply(request_id, ordered)
         except NotFoundError:
             thread.pending.pop(request_id, None)
             raise UnknownRequestError(thread.thread_id, request_id) from None
 
-
-def _ordered_answers(
-    pending: OpenRequest,
-    answers: Mapping[str, str | Sequence[str]] | Sequence[str | Sequence[str]],
-) -> list[list[str]]:
-    """Answers in the questions' order: keyed by question text (or header), or listed."""
-    if isinstance(answers, str):
-        raise InvalidInputError("answers must be a mapping or a sequence, not a string")
-    ordered: list[list[str]] = []
-    if isinstance(answers, Mapping):
-        for q in pending.questions:
-            key = next((k for k in (q.get("question"), q.get("header")) if k in answers), None)
-            value = answers[key] if isinstance(key, str) else []
-            ordered.append([value] if isinstance(value, str) else list(value))
-    else:
-        ordered = [[a] if isinstance(a, str) else list(a) for a in answers]
-    return ordered
+    async def reject(self, thread: ThreadState, request_id: str) -> None:
+        """Decline a question request: the asking tool call fails and its run stops
+        (measured on 1.18.34; ``question.rejected`` then resolves it here)."""
+        pending = thread.pending.get(request_id)
+        if pending is None or pending.kind != "question":
+            raise UnknownRequestError(thread.thread_id, request_id)
+        try:
+            await thread.client.question_reject(request_id)
+        except NotFoundError:
+            thread.pending.pop(request_id, None)
+            raise UnknownRequestError(thread.thread_id, request_id) from None
 
 
 def _asking_call(event: QuestionAsked) -> str | None:
