@@ -21,6 +21,7 @@ import httpx
 
 from ._answers import Answers
 from ._client import OpenCodeClient
+from ._compaction import newest_model, newest_summary
 from ._compat import unreadable_version_warning, untested_version_warning
 from ._core import AdapterCore, Limits
 from ._directories import normalise_directory
@@ -464,6 +465,34 @@ class OpenCodeAdapter:
         """Decline a question request: its tool call fails and the asking session's run
         stops, as when a user dismisses the question in OpenCode's own UI."""
         await self._requests.reject(self._core.get(thread_id), request_id)
+
+    async def summarize_thread(self, thread_id: str, *, model: str | None = None) -> str | None:
+        """Compact the thread's history into a summary (OpenCode's ``summarize``) and
+        return the summary's text.
+
+        ``model`` (``"provider/model"``) writes the summary; by default the thread's
+        model, else the one its newest message used. The server answers once the
+        summary is written (bounded by ``Timeouts.summarize``). A turn under way
+        ends when its current tool step finishes: ``thread.compacted``, then
+        ``turn.aborted`` with a reason that starts ``summarized:``. ``None`` when
+        the server wrote no summary (measured once on 1.18.34: a summarize sent just
+        as a run began was taken as an ordinary message and the agent went on).
+        """
+        thread = self._core.get(thread_id)
+        chosen = _parse_model(model) if model is not None else None
+        if chosen is None and thread.model is not None:
+            chosen = _parse_model(thread.model)
+        await self._wait_ready(thread)
+        if chosen is None:
+            chosen = newest_model(await thread.client.messages(thread.session_id))
+        if chosen is None:
+            raise InvalidInputError(
+                "summarize_thread needs a model: pass model='provider/model' (the thread "
+                "has none and no message names one)"
+            )
+        deadline = self._core.timeouts.summarize
+        await thread.client.summarize(thread.session_id, chosen, deadline=deadline)
+        return newest_summary(await thread.client.messages(thread.session_id))
 
     # -- history ---------------------------------------------------------------
 

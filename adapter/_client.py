@@ -386,6 +386,25 @@ class OpenCodeClient:
             "question_reject", "POST", f"/question/{seg}/reject", json_body={}, parse=_parse_bool
         )
 
+    async def summarize(self, session_id: str, model: tuple[str, str], *, deadline: float) -> bool:
+        """Compact the session's history into a summary (``POST /session/{id}/summarize``).
+
+        The server answers once the summary is written, after the run under way (whose
+        agent then stops: measured on 1.18.34), so the call waits up to ``deadline``
+        seconds. Never retried: a retry would compact twice.
+        """
+        seg = self._segment("ses", session_id)
+        body = {"providerID": model[0], "modelID": model[1]}
+        return await self._call(
+            "summarize",
+            "POST",
+            f"/session/{seg}/summarize",
+            session_id=session_id,
+            json_body=body,
+            parse=_parse_bool,
+            deadline=deadline,
+        )
+
     async def revert(
         self, session_id: str, message_id: str, *, part_id: str | None = None
     ) -> Session:
@@ -479,7 +498,10 @@ class OpenCodeClient:
         json_body: Any = None,
         params: Mapping[str, str] | None = None,
         idempotent: bool = False,
+        deadline: float | None = None,
     ) -> T:
+        """``deadline`` replaces :attr:`timeout` for a call the server answers only once
+        its work is done (``summarize``)."""
         if self._http.is_closed:
             raise RequestError(operation, "the client is closed", session_id=session_id)
         merged = {**self._params, **(params or {})} or None
@@ -487,7 +509,7 @@ class OpenCodeClient:
             # The first try runs outside tenacity: most calls succeed at once,
             # and a stop of thousands of sessions pays for every layer.
             return await self._attempt(
-                operation, method, path, parse, session_id, json_body, merged, 1
+                operation, method, path, parse, session_id, json_body, merged, 1, deadline
             )
         except _TransientRequestError as first:
             if not idempotent or self.retry.attempts <= 1:
@@ -516,7 +538,15 @@ class OpenCodeClient:
                 with try_:
                     attempt += 1
                     return await self._attempt(
-                        operation, method, path, parse, session_id, json_body, merged, attempt
+                        operation,
+                        method,
+                        path,
+                        parse,
+                        session_id,
+                        json_body,
+                        merged,
+                        attempt,
+                        deadline,
                     )
         except _TransientRequestError as last:
             raise RequestError(
@@ -539,15 +569,24 @@ class OpenCodeClient:
         json_body: Any,
         params: Mapping[str, str] | None,
         attempt: int,
+        deadline: float | None = None,
     ) -> T:
         started = time.perf_counter()
         status: int | None = None
+        limit = self.timeout if deadline is None else deadline
+        extensions = (
+            self._extensions
+            if deadline is None
+            else {"timeout": httpx.Timeout(self.timeout, read=deadline).as_dict()}
+        )
         try:
             # httpx's timeout bounds each read; this bounds the whole attempt, so a
             # server that trickles a byte at a time (slow loris) cannot hold us.
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(limit):
                 if self._http.cookies:
-                    request = self._http.build_request(method, path, json=json_body, params=params)
+                    request = self._http.build_request(
+                        method, path, json=json_body, params=params, extensions=extensions
+                    )
                 else:
                     # build_request merges URL, headers, cookies and timeout on every
                     # call although they never change: build the request directly.
@@ -557,7 +596,7 @@ class OpenCodeClient:
                         params=params,
                         json=json_body,
                         headers=self._http.headers,
-                        extensions=self._extensions,
+                        extensions=extensions,
                     )
                 response = await self._http.send(request, stream=True)
                 try:
@@ -568,7 +607,7 @@ class OpenCodeClient:
         except TimeoutError:
             raise _TransientRequestError(
                 operation,
-                f"timed out: no complete answer within {self.timeout} s",
+                f"timed out: no complete answer within {limit} s",
                 session_id=session_id,
             ) from None
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

@@ -44,6 +44,7 @@ __all__ = [
     "SessionEvent",
     "SessionExited",
     "SessionStarted",
+    "ThreadCompacted",
     "ThreadMetadataUpdated",
     "ThreadStarted",
     "TurnAborted",
@@ -88,6 +89,25 @@ class ThreadMetadataUpdated(Event):
 
     type: Literal["thread.metadata.updated"] = "thread.metadata.updated"
     title: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadCompacted(Event):
+    """``thread.compacted``: OpenCode replaced the root session's history with a summary.
+
+    ``auto``: the server compacted because a step overflowed the model's context (the
+    agent then goes on in the same turn); otherwise a client asked (``summarize``),
+    and a turn it interrupted ends ``turn.aborted`` saying so. ``summary`` is the
+    model's digest (never part of a turn's answer); ``turn_id`` is the turn it
+    happened in, if any.
+    """
+
+    type: Literal["thread.compacted"] = "thread.compacted"
+    session_id: str
+    auto: bool
+    summary: str
+    #: ``None`` when the summary message was not seen (the stream was down).
+    summary_message_id: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,6 +319,7 @@ AnyEvent = (
     | ThreadStarted
     | SessionExited
     | ThreadMetadataUpdated
+    | ThreadCompacted
     | TurnStarted
     | TurnCompleted
     | TurnAborted

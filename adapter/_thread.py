@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._compaction import CompactionLedger
 from ._lifecycle import Lifecycle
 from ._membership import MessageLedger
 from ._records import InterruptResult, SessionInfo
@@ -64,6 +65,7 @@ class ThreadState:
     sessions: dict[str, str | None] = field(default_factory=dict)
     parents: dict[str, str | None] = field(default_factory=dict)
     ledger: MessageLedger = field(default_factory=MessageLedger)
+    compactions: CompactionLedger = field(default_factory=CompactionLedger)
     pending: dict[str, OpenRequest] = field(default_factory=dict)
     last_interrupt: InterruptResult | None = None
 

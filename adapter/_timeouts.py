@@ -67,6 +67,10 @@ class Timeouts:
         The longest wait between two of those status retries (the backoff
         doubles from 0.1 s up to this cap), so a recovered server is noticed
         within 5 s.
+    ``summarize`` (default 600)
+        ``summarize_thread``: OpenCode answers ``POST /session/{id}/summarize``
+        only once the summary is written, after the step under way finishes, so
+        the call may last as long as a tool step plus one model call.
     """
 
     request: float = 10.0
@@ -79,6 +83,7 @@ class Timeouts:
     echo: float = 30.0
     idle_confirm: float = 60.0
     idle_confirm_backoff_max: float = 5.0
+    summarize: float = 600.0
 
     def __post_init__(self) -> None:
         for item in fields(self):

@@ -26,6 +26,7 @@ from ._events import (
     ItemStarted,
     ItemUpdated,
     RuntimeErrorEvent,
+    ThreadCompacted,
     ThreadMetadataUpdated,
 )
 from ._ids import is_session_id
@@ -42,6 +43,7 @@ from ._native import (
     QuestionAsked,
     QuestionRejected,
     QuestionReplied,
+    SessionCompacted,
     SessionCreated,
     SessionErrored,
     SessionIdle,
@@ -86,6 +88,8 @@ class Translator:
             self._part(thread, event.part, event)
         elif type(event) is MessageUpdated:
             if root:
+                if event.summary:
+                    thread.compactions.summary_message(event.message_id, event.parent_id)
                 self._turns.root_message(thread, event)
         elif type(event) is SessionStatusChanged:
             if root:
@@ -101,6 +105,9 @@ class Translator:
         elif type(event) is SessionErrored:
             if root:
                 self._root_error(thread, event)
+        elif type(event) is SessionCompacted:
+            if root:
+                self._compacted(thread, event)
         elif type(event) is PermissionAsked or type(event) is QuestionAsked:
             self._requests.opened(thread, event)
         elif (
@@ -125,6 +132,28 @@ class Translator:
                 self._ownership.route_request(event)
             case _:
                 pass
+
+    def _compacted(self, thread: ThreadState, event: SessionCompacted) -> None:
+        """``session.compacted`` of the root: announced with the summary it produced."""
+        if thread.closing:
+            return
+        compaction = thread.compactions.compacted()
+        turn = thread.turn
+        request = compaction.request_id if compaction is not None else None
+        in_turn = turn is not None and (
+            request is None or thread.ledger.turn_of(request) == turn.turn_id
+        )
+        self._core.emit(
+            ThreadCompacted(
+                thread_id=thread.thread_id,
+                turn_id=turn.turn_id if in_turn and turn is not None else None,
+                session_id=thread.session_id,
+                auto=compaction.auto if compaction is not None else False,
+                summary=compaction.summary if compaction is not None else "",
+                summary_message_id=compaction.summary_id if compaction is not None else None,
+                raw=event.raw,
+            )
+        )
 
     def _title(self, thread: ThreadState, event: SessionCreated | SessionUpdated) -> None:
         title = event.title
@@ -169,6 +198,11 @@ class Translator:
 
     def _part(self, thread: ThreadState, part: Part, event: PartUpdated | None) -> None:
         sid = part.session_id
+        if sid == thread.session_id:
+            if part.type == "compaction":
+                thread.compactions.requested(part.message_id, auto=part.raw.get("auto") is True)
+            elif part.type == "text" and part.text is not None:
+                thread.compactions.summary_text(part.message_id, part.id, part.text)
         if part.type == "tool" and part.tool == "task" and part.state is not None:
             child = part.state.metadata.get("sessionId")
             if isinstance(child, str) and is_session_id(child):

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ._client import OpenCodeClient
+from ._compaction import SUMMARIZED
 from ._core import AdapterCore
 from ._events import RetryStatus, RuntimeWarningEvent
 from ._exceptions import (
@@ -431,6 +432,11 @@ class Turns:
             info = message.info
             if thread.ledger.turn_of(info.id) != turn.turn_id:
                 continue
+            for part in message.parts:
+                if part.type == "compaction":
+                    thread.compactions.requested(info.id, auto=part.raw.get("auto") is True)
+            if info.raw.get("summary") is True:
+                thread.compactions.summary_message(info.id, info.parent_id)
             if info.role == "user":
                 self._user_message(thread, turn, info.id)
                 continue
@@ -450,6 +456,12 @@ class Turns:
         if turn.aborted_elsewhere:
             ending = TurnEnding(
                 "aborted", reason=ABORTED_ELSEWHERE, partial=turn.collector.result(turn.turn_id)
+            )
+        elif thread.compactions.cut_short(turn.last_user_id):
+            # A summarize (ours or another client's) ended the run: the agent stopped
+            # its work there, so the turn did not complete.
+            ending = TurnEnding(
+                "aborted", reason=SUMMARIZED, partial=turn.collector.result(turn.turn_id)
             )
         elif turn.error is not None and turn.error_for == turn.last_user_id:
             name, message = turn.error

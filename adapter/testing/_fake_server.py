@@ -51,8 +51,9 @@ Quirks of the real server that are reproduced on purpose:
   each) and answers ``true``; a busy deleted session keeps running (abortable).
 * ``PATCH /session/{id}`` emits ``session.updated`` but leaves ``time.updated``.
 * ``POST /session/{id}/summarize`` answers ``true`` after a compaction turn (its
-  text is :attr:`FakeOpenCodeServer.summary_text`); while busy it waits its turn,
-  and an abort drops it (still ``true``).
+  text is :attr:`FakeOpenCodeServer.summary_text`); while busy it waits its turn
+  (the running run ends once its current tool step finished: the agent does not go
+  on), and an abort drops it (still ``true``).
 * A session's ``tokens`` and ``cost`` are the sums of its steps'; ``summary``,
   ``agent`` and ``model`` appear with its first prompt.
 * Event order of a run: ``session.status`` busy is announced at the start of
@@ -1647,6 +1648,8 @@ class FakeOpenCodeServer:
                 await self._auto_compact(run, step)
                 continue
             if isinstance(step, Text | Hang | Fail) and run.had_tool:
+                if self._summary_waits(run.session):
+                    return self._end_for_summary(run)
                 self._finish_step(run, "tool-calls")
                 self._start_message(run)
                 await asyncio.sleep(0)
@@ -1673,11 +1676,25 @@ class FakeOpenCodeServer:
                 return self._fail(run, step)
             await asyncio.sleep(0)
         if run.had_tool:
+            if self._summary_waits(run.session):
+                return self._end_for_summary(run)
             # The model is called again with the tool results and finishes.
             self._finish_step(run, "tool-calls")
             self._start_message(run)
             await asyncio.sleep(0)
         self._finish_step(run, "stop")
+        return _Result("completed", run.last_text, None, run.message.id if run.message else None)
+
+    @staticmethod
+    def _summary_waits(session: FakeSession) -> bool:
+        """Whether a manual ``summarize`` is queued behind the run."""
+        return any(prompt.compaction is False for prompt in session._queue)
+
+    def _end_for_summary(self, run: _Run) -> _Result:
+        """Measured on 1.18.34: a ``summarize`` sent during a tool step ends the run once
+        that step finished (``tool-calls``); the summary runs next and the agent does not
+        continue (not even after the summary: the run's idle follows it)."""
+        self._finish_step(run, "tool-calls")
         return _Result("completed", run.last_text, None, run.message.id if run.message else None)
 
     async def _compact(self, run: _Run) -> _Result:

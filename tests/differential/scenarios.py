@@ -489,6 +489,31 @@ SCENARIOS: list[Scenario] = [
         # title request (see the "summary text" rule in divergences.py).
         constraints=[Occurs(On("session.compacted", "root"))],
     ),
+    # A summarize sent while a tool runs: the compaction message is stored at once, the
+    # run ends when that tool step finishes (no further step of the agent), the summary
+    # runs, then the idle. The agent's "after the tool" answer is never produced.
+    Scenario(
+        "summarize_during_a_tool_step",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitFor(tool("root", "bash", "running")),
+            Call(
+                "POST",
+                "/session/{root}/summarize",
+                {"providerID": "fake", "modelID": "fake-model"},
+            ),
+            WaitIdle("root"),
+        ],
+        scripts={
+            "main": [CallBash("sleep 1; echo slow", "slow\n", seconds=1.0), Say("after the tool")]
+        },
+        constraints=[
+            Before(finished("root", "tool-calls"), On("session.compacted", "root")),
+            Before(On("session.compacted", "root"), idle("root")),
+            Never(text_done("root", "after the tool")),
+        ],
+    ),
     # ------------------------------------------------------------------ directories
     # A session lives in the directory of the request that created it ("second/" is
     # "second"); its events go to that directory's stream only, whichever directory a

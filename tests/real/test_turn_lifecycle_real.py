@@ -335,6 +335,10 @@ async def test_the_continuation_after_an_automatic_compaction_is_the_turns_outpu
 
     assert text_of(rec.events, "t") == "before continuing the answer"
     assert summary_text not in text_of(rec.events, "t")
+    # the host is told: an automatic compaction, with its summary, in this turn
+    [compacted] = rec.of("thread.compacted", "t")
+    assert compacted.auto is True and compacted.summary == summary_text
+    assert compacted.turn_id == turn.turn_id
     completed_tools = [
         e.input.get("command") for e in rec.of("item.completed", "t") if e.tool == "bash"
     ]
