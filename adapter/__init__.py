@@ -34,6 +34,7 @@ from ._events import (
     TurnEvent,
     TurnRetrying,
     TurnStarted,
+    TurnUsageUpdated,
     UserInputRequested,
     UserInputResolved,
 )
@@ -73,6 +74,7 @@ from ._stop_report import SessionStop, StopReport
 from ._stop_tree import stop_tree
 from ._stream import EventStream
 from ._timeouts import Timeouts
+from ._usage import SessionUsage, TurnUsage
 
 __version__ = "0.1.0"
 
@@ -126,6 +128,7 @@ __all__ = [
     "SessionStarted",
     "SessionStatus",
     "SessionStop",
+    "SessionUsage",
     "StopReport",
     "ThreadCompacted",
     "ThreadHistory",
@@ -143,6 +146,8 @@ __all__ = [
     "TurnRetrying",
     "TurnStart",
     "TurnStarted",
+    "TurnUsage",
+    "TurnUsageUpdated",
     "UnknownRequestError",
     "UnknownThreadError",
     "UserInputRequested",

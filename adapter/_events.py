@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ._partial_result import PartialResult
+    from ._usage import TurnUsage
 
 __all__ = [
     "AnyEvent",
@@ -52,6 +53,7 @@ __all__ = [
     "TurnEvent",
     "TurnRetrying",
     "TurnStarted",
+    "TurnUsageUpdated",
     "UserInputRequested",
     "UserInputResolved",
 ]
@@ -115,12 +117,15 @@ class TurnEvent(Event):
     """``turn.started``; ``turn.completed`` (``state``, ``error``); ``turn.aborted``.
 
     ``turn.aborted`` carries ``reason`` and, for an interrupt, ``partial``.
+    ``turn.completed``, ``turn.aborted`` and ``turn.usage`` carry ``usage``: the
+    tokens and cost of the turn's whole tree.
     """
 
     state: Literal["completed", "failed"] | None = None
     error: str | None = None
     reason: str | None = None
     partial: PartialResult | None = None
+    usage: TurnUsage | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,6 +259,15 @@ class TurnRetrying(TurnEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TurnUsageUpdated(TurnEvent):
+    """``turn.usage``: the running turn's tokens and cost, after a step finished in
+    any session of its tree; at most one per 250 ms per turn, and the last one
+    equals the ``usage`` of the turn's ``turn.completed`` / ``turn.aborted``."""
+
+    type: Literal["turn.usage"] = "turn.usage"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ItemStarted(ItemEvent):
     type: Literal["item.started"] = "item.started"
 
@@ -324,6 +338,7 @@ AnyEvent = (
     | TurnCompleted
     | TurnAborted
     | TurnRetrying
+    | TurnUsageUpdated
     | ContentDelta
     | ItemStarted
     | ItemUpdated

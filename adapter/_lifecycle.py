@@ -30,11 +30,13 @@ from ._events import (
     TurnCompleted,
     TurnRetrying,
     TurnStarted,
+    TurnUsageUpdated,
 )
 from ._lifecycle_phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
 from ._logging import get_logger
 from ._partial_result import PartialResult
 from ._turn import Turn
+from ._usage import TurnUsage, UsageFeed
 
 __all__ = ["Lifecycle", "LifecycleError", "TurnEnding"]
 
@@ -66,6 +68,7 @@ class Lifecycle:
         self._emit = emit
         self._phase = ThreadPhase.CONNECTING
         self._turn: Turn | None = None
+        self._usage_feed: UsageFeed | None = None
         self._started = False
         self.last_error: str | None = None
 
@@ -126,6 +129,9 @@ class Lifecycle:
         if turn is not None:
             turn.phase = TurnPhase.ENDED
             turn.scope.cancel()
+        if self._usage_feed is not None:
+            self._usage_feed.stop()
+            self._usage_feed = None
         if self._started:
             self._emit(
                 SessionExited(
@@ -144,7 +150,18 @@ class Lifecycle:
         self._move(ThreadPhase.RUNNING)
         self._turn = turn
         self.last_error = None
+        self._usage_feed = UsageFeed(
+            turn.collector.usage, lambda usage: self._report_usage(turn, usage)
+        )
         self._emit(TurnStarted(thread_id=self.thread_id, turn_id=turn.turn_id))
+
+    def _report_usage(self, turn: Turn, usage: TurnUsage) -> None:
+        self._emit(TurnUsageUpdated(thread_id=self.thread_id, turn_id=turn.turn_id, usage=usage))
+
+    def usage_changed(self, turn: Turn) -> None:
+        """A step of the turn's tree finished: ``turn.usage`` (throttled, see UsageFeed)."""
+        if turn is self._turn and self._usage_feed is not None:
+            self._usage_feed.changed()
 
     def advance(self, turn: Turn, to: TurnPhase) -> bool:
         """Move the active turn to a phase short of its end; ``False`` if it is not active."""
@@ -176,14 +193,30 @@ class Lifecycle:
         if self._phase is ThreadPhase.RUNNING:
             self._move(ThreadPhase.READY)
         fields: dict[str, Any] = {"thread_id": self.thread_id, "turn_id": turn.turn_id}
+        # The final figures (after a stop: read back from the server), reported as the
+        # last turn.usage too, right before the ending.
+        usage = ending.partial.usage if ending.partial is not None else turn.collector.usage()
+        if self._usage_feed is not None:
+            self._usage_feed.close(usage)
+            self._usage_feed = None
         if ending.kind == "aborted":
             self.last_error = ending.reason
             self._emit(
-                TurnAborted(**fields, reason=ending.reason, partial=ending.partial, raw=ending.raw)
+                TurnAborted(
+                    **fields,
+                    reason=ending.reason,
+                    partial=ending.partial,
+                    usage=usage,
+                    raw=ending.raw,
+                )
             )
         elif ending.kind == "failed":
             self.last_error = ending.error
-            self._emit(TurnCompleted(**fields, state="failed", error=ending.error, raw=ending.raw))
+            self._emit(
+                TurnCompleted(
+                    **fields, state="failed", error=ending.error, usage=usage, raw=ending.raw
+                )
+            )
             self._emit(
                 RuntimeErrorEvent(
                     **fields,
@@ -193,7 +226,7 @@ class Lifecycle:
                 )
             )
         else:
-            self._emit(TurnCompleted(**fields, state="completed", raw=ending.raw))
+            self._emit(TurnCompleted(**fields, state="completed", usage=usage, raw=ending.raw))
         return True
 
     # -- interrupts -------------------------------------------------------------

@@ -61,6 +61,7 @@ __all__ = [
     "SessionUpdated",
     "UnknownEvent",
     "Usage",
+    "message_usage",
     "parse_native",
     "session_of",
 ]
@@ -477,6 +478,11 @@ def _time(info: _Props, key: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"field 'time.{key}' is not a number")
     return float(value)
+
+
+def message_usage(info: Mapping[str, Any]) -> Usage:
+    """Tokens and cost of a stored assistant message's ``info`` (as ``MessageUpdated.usage``)."""
+    return _usage(info)
 
 
 def _usage(info: _Props) -> Usage:

@@ -48,6 +48,7 @@ from ._partial_result import (
     SessionPartial,
     ToolCallResult,
 )
+from ._usage import TurnUsage, UsageMeter
 
 __all__ = ["BASH_ABORT_MARKER", "PartialCollector"]
 
@@ -209,6 +210,7 @@ class PartialCollector:
         max_total_bytes: int | None = None,
         max_calls: int = 10_000,
         belongs: Callable[[str], bool] | None = None,
+        counts: Callable[[str], bool] | None = None,
     ) -> None:
         try:
             validate_id("ses", root_session_id)
@@ -235,6 +237,9 @@ class PartialCollector:
         self._turn_ids: set[str] = set()
         self._turn_start: str | None = None
         self._belongs = belongs
+        #: Whose spend is the turn's (a root message id -> bool); default ``belongs``.
+        self._counts = counts or belongs
+        self._usage = UsageMeter(root_session_id, max_messages=max_calls)
         for message_id in turn_message_ids:
             self.add_turn_message(message_id)
 
@@ -349,6 +354,7 @@ class PartialCollector:
 
     def _on_message(self, event: MessageUpdated) -> None:
         session_id = event.session_id
+        self._usage.observe(event)
         if event.error is not None and event.error.name == _MESSAGE_ABORTED:
             self._sessions[session_id].aborted = True
         message = self._message(session_id, event.message_id)
@@ -386,6 +392,7 @@ class PartialCollector:
         if session_id not in self._sessions:
             _log.debug("partial.reconcile_unknown_session", session_id=str(session_id)[:80])
             return
+        self._usage.stored(m for m in messages if m.info.session_id == session_id)
         for message in messages:
             info = message.info
             if info.session_id != session_id:
@@ -625,6 +632,23 @@ class PartialCollector:
             return True
         return message_id >= self._turn_start
 
+    def usage(self) -> TurnUsage:
+        """Tokens and cost of the turn so far: every assistant message of the tree's
+        subagents, and the root's that ``counts`` (else ``belongs``, else the turn's
+        message ids) admits; each message's latest figures."""
+        return self._usage.total(self._spent)
+
+    def _spent(self, session_id: str, message_id: str, parent_id: str | None) -> bool:
+        if session_id != self._root:
+            return True
+        if self._counts is not None:
+            return self._counts(message_id)
+        if self._turn_start is None:
+            return True
+        return (parent_id is not None and parent_id in self._turn_ids) or (
+            message_id >= self._turn_start
+        )
+
     def _session_result(
         self, session_id: str, state: _SessionState
     ) -> tuple[str, str, list[ToolCallResult], bool]:
@@ -738,4 +762,5 @@ class PartialCollector:
             sessions=sessions,
             truncated=truncated,
             max_output_bytes=self._max_output,
+            usage=self.usage(),
         )

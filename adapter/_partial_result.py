@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from ._exceptions import InvalidInputError
+from ._usage import TurnUsage
 
 __all__ = [
     "CallStatus",
@@ -134,6 +135,8 @@ class PartialResult:
     Sessions that joined the tree without a ``task`` call pointing at them
     (children created through the API) follow their parent's calls, in the
     order they were discovered. ``sessions`` uses the same order, root first.
+    ``usage``: the tokens and cost the turn spent in the tree (``docs/adapter.md``,
+    "Usage and cost").
     """
 
     turn_id: str | None
@@ -143,6 +146,7 @@ class PartialResult:
     sessions: Mapping[str, SessionPartial]
     truncated: bool
     max_output_bytes: int
+    usage: TurnUsage = field(default_factory=TurnUsage)
 
     @classmethod
     def empty(
@@ -223,6 +227,7 @@ class PartialResult:
             "sessions": sessions,
             "truncated": self.truncated,
             "max_output_bytes": self.max_output_bytes,
+            "usage": self.usage.to_dict(),
         }
 
     @classmethod
@@ -263,6 +268,7 @@ class PartialResult:
             sessions=sessions,
             truncated=bool(data.get("truncated", False)),
             max_output_bytes=limit,
+            usage=TurnUsage.from_dict(_as_obj(data.get("usage", {}))),
         )
 
     def to_prompt(self, max_chars: int = 8000) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._events import RetryStatus
 from ._partial_result import PartialResult
 from ._stop_report import StopReport
+from ._usage import TurnUsage
 
 if TYPE_CHECKING:
     from ._models import Message
@@ -59,6 +60,12 @@ class InterruptResult:
     turn_id: str | None
     stop: StopReport | None
     partial: PartialResult
+
+    @property
+    def usage(self) -> TurnUsage:
+        """Tokens and cost of the stopped turn's whole tree, read back from the server
+        after the stop (the same figures as ``partial.usage`` and ``turn.aborted``)."""
+        return self.partial.usage
 
 
 @dataclass(frozen=True, slots=True)

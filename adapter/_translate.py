@@ -91,6 +91,8 @@ class Translator:
                 if event.summary:
                     thread.compactions.summary_message(event.message_id, event.parent_id)
                 self._turns.root_message(thread, event)
+            if turn is not None and (event.finish is not None or event.error is not None):
+                thread.lifecycle.usage_changed(turn)  # a step finished: its tokens and cost
         elif type(event) is SessionStatusChanged:
             if root:
                 self._turns.root_status(thread, event.status, event.raw)

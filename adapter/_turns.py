@@ -38,6 +38,7 @@ from ._ids import mint_message_id
 from ._lifecycle import TurnEnding
 from ._lifecycle_phases import TurnPhase
 from ._logging import get_logger
+from ._membership import MessageLedger
 from ._models import Message, SessionStatus
 from ._native import MessageUpdated
 from ._partial_collector import PartialCollector
@@ -98,6 +99,7 @@ class Turns:
                         thread.session_id,
                         max_output_bytes=core.limits.max_output_bytes,
                         belongs=lambda message_id: ledger.turn_of(message_id) == turn_id,
+                        counts=lambda message_id: _spent_in(ledger, message_id) == turn_id,
                     ),
                     scope=core.tasks.scope(f"turn:{thread.thread_id}"),
                 )
@@ -595,6 +597,13 @@ class Turns:
                 error_name="NoAnswer",
             ),
         )
+
+
+def _spent_in(ledger: MessageLedger, message_id: str) -> str | None:
+    """The turn whose spend a root message is: its turn even when its output is late
+    (the step OpenCode starts as it is stopped costs tokens too)."""
+    entry = ledger.get(message_id)
+    return entry.turn_id if entry is not None else None
 
 
 def _epoch_seconds(value: float | None) -> float | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter import PartialCollector, PartialResult, ToolCallResult
+from adapter import PartialCollector, PartialResult, ToolCallResult, TurnUsage
 from adapter._exceptions import InvalidInputError
 from adapter._models import Message
 from adapter._native import parse_native
@@ -993,7 +994,9 @@ def test_events_of_unrelated_sessions_are_ignored() -> None:
             "properties": {"info": {"id": "ses_x", "parentID": "ses_other"}},
         }
     )
-    assert collector.result("t") == PartialResult.empty(ROOT, "t")
+    result = collector.result("t")
+    assert list(result.usage.by_session) == [ROOT]  # the turn's own message, nothing else
+    assert replace(result, usage=TurnUsage()) == PartialResult.empty(ROOT, "t")
     assert collector.session_ids == (ROOT,)
     assert collector.held_bytes == 0
 

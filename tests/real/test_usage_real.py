@@ -1,0 +1,143 @@
+"""Usage and cost across the tree on a real ``opencode serve`` 1.18.34.
+
+The server's model has prices (``cost`` per million tokens in ``opencode.json``), so
+every finished step has a nonzero cost that OpenCode computed itself. A turn's usage
+must equal what the server stores: every assistant message of every session of the
+tree, summed per session, read back here the way a host would have to without the
+adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from adapter import OpenCodeAdapter, OpenCodeClient, SessionUsage, TurnUsage
+from adapter._native import message_usage
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
+from tests.adapter_support import Recorder
+
+pytestmark = pytest.mark.real
+
+#: Per million tokens, as in ``opencode.json``.
+PRICE = {"input": 1000.0, "output": 2000.0, "cache_read": 100.0, "cache_write": 1250.0}
+
+
+@pytest.fixture(scope="module")
+def priced_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A server whose scripted model has prices (only this module uses it)."""
+    with RealOpenCodeServer(
+        scripted_model.base_url,
+        config_overrides={"provider": {"fake": {"models": {"fake-model": {"cost": PRICE}}}}},
+    ) as server:
+        yield server
+
+
+def bash(command: str) -> ToolCalls:
+    return ToolCalls([ToolCall("bash", {"command": command, "description": command})])
+
+
+async def stored_usage(client: OpenCodeClient, root: str) -> dict[str, SessionUsage]:
+    """Each session of the tree -> the sum of its stored assistant messages."""
+    found: dict[str, SessionUsage] = {}
+    todo = [root]
+    while todo:
+        sid = todo.pop()
+        total = SessionUsage()
+        for message in await client.messages(sid):
+            if message.info.role == "assistant":
+                total += SessionUsage.of(message_usage(message.info.raw))
+        found[sid] = total
+        todo += [child.id for child in await client.children(sid)]
+    return found
+
+
+def assert_matches(usage: TurnUsage, stored: dict[str, SessionUsage]) -> None:
+    assert set(usage.by_session) == set(stored)
+    for sid, expected in stored.items():
+        got = usage.by_session[sid]
+        assert got.cost == pytest.approx(expected.cost)
+        assert got == SessionUsage(
+            expected.input_tokens,
+            expected.output_tokens,
+            expected.reasoning_tokens,
+            expected.cache_read_tokens,
+            expected.cache_write_tokens,
+            got.cost,
+        )
+    assert usage.input_tokens == sum(s.input_tokens for s in stored.values())
+    assert usage.output_tokens == sum(s.output_tokens for s in stored.values())
+    assert usage.cost == pytest.approx(sum(s.cost for s in stored.values()))
+    # OpenCode's own arithmetic, from the configured prices (no cache tokens here).
+    assert usage.cost == pytest.approx(
+        (usage.input_tokens * PRICE["input"] + usage.output_tokens * PRICE["output"]) / 1e6
+    )
+
+
+async def test_a_nested_trees_usage_is_what_the_server_stores(
+    priced_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    gc, child, root = (f"{unique_name}-{n}" for n in ("gc", "child", "root"))
+    scripted_model.script(gc, [bash("echo gc"), Text("grandchild done")])
+    scripted_model.script(child, [ToolCalls([task_call("level2", gc)]), Text("child done")])
+    scripted_model.script(root, [ToolCalls([task_call("level1", child)]), Text("root done")])
+    directory = str(priced_server.directory)
+    async with (
+        OpenCodeAdapter(priced_server.base_url, directory=directory) as oc,
+        OpenCodeClient(priced_server.base_url, directory=directory) as client,
+    ):
+        rec = Recorder(oc)
+        session_id = (await oc.start_session("t", title="usage")).session_id
+        await oc.send_turn("t", "go " + script_marker(root))
+        done = await rec.wait_for("turn.completed", timeout=60)
+        stored = await stored_usage(client, session_id)
+        await rec.close()
+
+    assert done.state == "completed"
+    usage = done.usage
+    assert len(stored) == 3 and all(s.cost > 0 for s in stored.values())
+    assert_matches(usage, stored)
+    assert usage.subagents == 2
+    assert usage.complete is True
+    assert rec.of("turn.usage", "t")[-1].usage == usage
+
+
+async def test_a_stopped_trees_usage_counts_the_subagents_spend(
+    priced_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    gc, child, root = (f"{unique_name}-{n}" for n in ("gc", "child", "root"))
+    # The grandchild finishes one step and hangs in its second when the stop comes.
+    scripted_model.script(gc, [bash("echo gc"), Hang("x")])
+    scripted_model.script(child, [ToolCalls([task_call("level2", gc)]), Text("child done")])
+    scripted_model.script(root, [ToolCalls([task_call("level1", child)]), Text("root done")])
+    directory = str(priced_server.directory)
+    async with (
+        OpenCodeAdapter(priced_server.base_url, directory=directory) as oc,
+        OpenCodeClient(priced_server.base_url, directory=directory) as client,
+    ):
+        rec = Recorder(oc)
+        session_id = (await oc.start_session("t", title="usage stop")).session_id
+        await oc.send_turn("t", "go " + script_marker(root))
+        await asyncio.to_thread(
+            scripted_model.wait_for,
+            lambda requests: [
+                r for r in requests if r.open and r.kind == "hang" and r.script == gc
+            ],
+            30,
+        )
+        result = await oc.interrupt_turn("t")
+        aborted = await rec.wait_for("turn.aborted", timeout=30)
+        await asyncio.sleep(1.0)  # anything the server records late would be stored now
+        stored = await stored_usage(client, session_id)
+        await rec.close()
+
+    usage = result.usage
+    assert aborted.usage == usage == result.partial.usage
+    assert_matches(usage, stored)
+    assert usage.complete is False  # the hanging step (and the task steps) never finished
+    assert usage.subagents == 2
+    grandchild = [sid for sid, s in stored.items() if sid != session_id and s.cost > 0]
+    assert grandchild, stored  # a subagent's finished step is counted, with its cost
