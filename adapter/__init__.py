@@ -4,6 +4,9 @@ The public surface is re-exported here; everything in ``adapter._*`` modules
 is private and may change.
 """
 
+import dataclasses
+import inspect
+
 from ._adapter import OpenCodeAdapter
 from ._client import OpenCodeClient, PermissionReply, RawEvent
 from ._events import (
@@ -156,3 +159,20 @@ __all__ = [
     "configure_logging",
     "stop_tree",
 ]
+
+
+def _stamp_public_module() -> None:
+    """Public exceptions, classes and functions say they are ``adapter.X`` (as httpx
+    does), so tracebacks and reprs show the name a host imports, not a private
+    module's. Dataclasses keep their module: ``typing.get_type_hints`` (used by
+    serialisers such as pydantic) resolves their annotations in it."""
+    for name in __all__:
+        value = globals()[name]
+        if not (isinstance(value, type) or inspect.isfunction(value)):
+            continue
+        if dataclasses.is_dataclass(value) or not value.__module__.startswith("adapter._"):
+            continue
+        value.__module__ = __name__
+
+
+_stamp_public_module()
