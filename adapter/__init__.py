@@ -57,6 +57,16 @@ from ._exceptions import (
     UnknownRequestError,
     UnknownThreadError,
 )
+from ._input import (
+    MAX_FILE_BYTES,
+    MAX_PROMPT_BYTES,
+    FilePart,
+    PromptPart,
+    TextPart,
+    file_part,
+    image_part,
+    text_part,
+)
 from ._logging import configure_logging
 from ._models import (
     Health,
@@ -71,6 +81,8 @@ from ._models import (
 )
 from ._partial_collector import PartialCollector
 from ._partial_result import PartialResult, SessionPartial, ToolCallResult
+from ._permissions import PRESETS as PERMISSION_PRESETS
+from ._permissions import PermissionPreset, PermissionRule, Permissions
 from ._records import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
 from ._retry import RetryPolicy
 from ._stop_report import SessionStop, StopReport
@@ -82,6 +94,9 @@ from ._usage import SessionUsage, TurnUsage
 __version__ = "0.1.0"
 
 __all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_PROMPT_BYTES",
+    "PERMISSION_PRESETS",
     "AdapterClosedError",
     "AnyEvent",
     "AuthError",
@@ -90,6 +105,7 @@ __all__ = [
     "ContentDelta",
     "Event",
     "EventStream",
+    "FilePart",
     "Health",
     "InterruptResult",
     "InvalidInputError",
@@ -109,7 +125,11 @@ __all__ = [
     "PartialCollector",
     "PartialResult",
     "PendingRequest",
+    "PermissionPreset",
     "PermissionReply",
+    "PermissionRule",
+    "Permissions",
+    "PromptPart",
     "ProtocolError",
     "RawEvent",
     "RequestError",
@@ -133,6 +153,7 @@ __all__ = [
     "SessionStop",
     "SessionUsage",
     "StopReport",
+    "TextPart",
     "ThreadCompacted",
     "ThreadHistory",
     "ThreadMetadataUpdated",
@@ -157,7 +178,10 @@ __all__ = [
     "UserInputResolved",
     "__version__",
     "configure_logging",
+    "file_part",
+    "image_part",
     "stop_tree",
+    "text_part",
 ]
 
 

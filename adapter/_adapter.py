@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
@@ -38,6 +39,7 @@ from ._exceptions import (
 )
 from ._history import turn_starts, unreverted
 from ._ids import is_session_id
+from ._input import FilePart, PromptPart, build_prompt
 from ._interrupt import Interrupts
 from ._lifecycle import Lifecycle
 from ._lifecycle_phases import ThreadPhase
@@ -45,6 +47,7 @@ from ._logging import get_logger
 from ._models import Message
 from ._native import NativeEvent
 from ._ownership import Ownership
+from ._permissions import PermissionRule, Permissions, describe, permission_rules
 from ._pump import EventPump
 from ._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
 from ._requests import Requests
@@ -235,13 +238,21 @@ class OpenCodeAdapter:
         title: str | None = None,
         model: str | None = None,
         resume: Mapping[str, Any] | None = None,
+        permissions: Permissions | None = None,
     ) -> SessionInfo:
-        """Bind ``thread_id`` to an OpenCode session (new, or resumed from a cursor)."""
+        """Bind ``thread_id`` to an OpenCode session (new, or resumed from a cursor).
+
+        ``permissions`` (a preset name, ``"ask"``, ``"auto-edit"``, ``"full-access"``,
+        or raw OpenCode rules) is set on a new session and re-applied to a resumed
+        one; without it the server config decides (``docs/adapter.md``,
+        "Permission modes"). A thread that is already started is returned as it is
+        (change its mode with :meth:`set_permissions`)."""
         self._check_open()
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidInputError("thread_id must be a non-empty string")
         if model is not None:
             _parse_model(model)
+        rules = permission_rules(permissions) if permissions is not None else None
         directory = normalise_directory(directory) if directory is not None else self._directory
         existing = self._core.threads.get(thread_id)
         if existing is not None and existing.closing:
@@ -261,7 +272,7 @@ class OpenCodeAdapter:
         future: asyncio.Future[SessionInfo] = asyncio.get_running_loop().create_future()
         self._starting[thread_id] = future
         try:
-            info = await self._start(thread_id, directory, title, model, resume)
+            info = await self._start(thread_id, directory, title, model, resume, permissions, rules)
         except BaseException as exc:
             if not future.done():
                 future.set_exception(
@@ -282,6 +293,8 @@ class OpenCodeAdapter:
         title: str | None,
         model: str | None,
         resume: Mapping[str, Any] | None,
+        permissions: Permissions | None = None,
+        rules: tuple[PermissionRule, ...] | None = None,
     ) -> SessionInfo:
         core = self._core
         client = core.client_for(directory)
@@ -296,11 +309,16 @@ class OpenCodeAdapter:
         if resumed_id is not None:
             try:
                 session = await client.get_session(resumed_id)
+                if rules is not None:
+                    # PATCH appends; a preset starts with a catch-all, so it decides alone.
+                    await client.add_permission_rules(session.id, _native_rules(rules))
                 session_id = session.id
             except NotFoundError:
                 warning = f"session {resumed_id} no longer exists; started a fresh session"
         if session_id is None:
-            session = await client.create_session(title=title)
+            session = await client.create_session(
+                title=title, permission=_native_rules(rules) if rules is not None else None
+            )
             session_id = session.id
         thread = ThreadState(
             thread_id=thread_id,
@@ -310,6 +328,7 @@ class OpenCodeAdapter:
             lifecycle=Lifecycle(thread_id, session_id, core.emit),
             scope=core.tasks.scope(f"thread:{thread_id}"),
             model=model,
+            permissions=describe(permissions) if permissions is not None else None,
         )
         thread.sessions[session_id] = None
         thread.parents[session_id] = None
@@ -409,14 +428,31 @@ class OpenCodeAdapter:
     # -- turns -----------------------------------------------------------------
 
     async def send_turn(
-        self, thread_id: str, text: str, *, model: str | None = None, agent: str | None = None
+        self,
+        thread_id: str,
+        text_or_parts: str | Sequence[PromptPart | str],
+        *,
+        model: str | None = None,
+        agent: str | None = None,
+        variant: str | None = None,
+        system: str | None = None,
+        tools: Mapping[str, bool] | None = None,
+        files: Sequence[FilePart | str | os.PathLike[str]] = (),
     ) -> TurnStart:
         """Start a turn, or steer the running one (no new ``turn.started``).
 
+        ``text_or_parts`` is the prompt text, or a list of parts (strings,
+        :func:`text_part`, :func:`file_part`, :func:`image_part`); ``files`` (parts
+        or paths) are sent after them. ``system`` is added to this prompt's system
+        prompt, ``tools`` enables or disables tools by name, ``variant`` picks the
+        model's variant. Everything is checked before anything is sent
+        (``InvalidInputError`` names the bad field; ``docs/adapter.md``, "Prompt input").
+
         A prompt sent as the running turn ends still belongs to that turn: its
         output is emitted and the turn ends after it (``docs/adapter.md``)."""
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInputError("the prompt is empty")
+        prompt = build_prompt(
+            text_or_parts, files=files, system=system, tools=tools, variant=variant
+        )
         if agent is not None and (not isinstance(agent, str) or not agent):
             raise InvalidInputError("agent must be a non-empty string")
         parsed_model = _parse_model(model) if model is not None else None
@@ -424,7 +460,20 @@ class OpenCodeAdapter:
         if parsed_model is None and thread.model is not None:
             parsed_model = _parse_model(thread.model)
         await self._wait_ready(thread)
-        return await self._turns.send(thread, text, parsed_model, agent)
+        return await self._turns.send(thread, prompt, parsed_model, agent)
+
+    async def set_permissions(self, thread_id: str, permissions: Permissions) -> SessionInfo:
+        """Change a live thread's permission mode (a preset name or raw rules).
+
+        OpenCode appends the rules to the session's and the last matching rule
+        wins, so a preset replaces whatever mode was set before; raw rules are
+        added to it. The running turn's next tool call is checked against them."""
+        rules = permission_rules(permissions)
+        thread = self._core.get(thread_id)
+        await self._wait_ready(thread)
+        await thread.client.add_permission_rules(thread.session_id, _native_rules(rules))
+        thread.permissions = describe(permissions)
+        return thread.info()
 
     async def _wait_ready(self, thread: ThreadState) -> None:
         if thread.lifecycle.phase is not ThreadPhase.CONNECTING:
@@ -625,6 +674,10 @@ def _cursor_session(resume: Mapping[str, Any] | None) -> str | None:
         return None
     sid = resume.get("session_id")
     return sid if is_session_id(sid) else None
+
+
+def _native_rules(rules: Sequence[PermissionRule]) -> list[dict[str, str]]:
+    return [rule.to_native() for rule in rules]
 
 
 def _parse_model(model: str) -> tuple[str, str]:

@@ -184,15 +184,30 @@ class OpenCodeClient:
         return await self._call("health", "GET", "/global/health", parse=Health.parse)
 
     async def create_session(
-        self, *, title: str | None = None, parent_id: str | None = None
+        self,
+        *,
+        title: str | None = None,
+        parent_id: str | None = None,
+        permission: Sequence[Mapping[str, str]] | None = None,
     ) -> Session:
         body: dict[str, Any] = {}
         if title is not None:
             body["title"] = title
         if parent_id is not None:
             body["parentID"] = self._caller_id("ses", parent_id)
+        body |= {"permission": [dict(r) for r in permission]} if permission is not None else {}
         return await self._call(
             "create_session", "POST", "/session", json_body=body, parse=Session.parse
+        )
+
+    async def add_permission_rules(
+        self, session_id: str, rules: Sequence[Mapping[str, str]]
+    ) -> None:
+        """``PATCH /session/{id}``: OpenCode 1.18.34 *appends* the rules (measured)."""
+        body = {"permission": [dict(rule) for rule in rules]}
+        path = f"/session/{self._segment('ses', session_id)}"
+        await self._call(
+            "update_session", "PATCH", path, session_id=session_id, json_body=body, parse=_ignore
         )
 
     async def get_session(self, session_id: str) -> Session:
@@ -303,6 +318,8 @@ class OpenCodeClient:
         model: tuple[str, str] | None = None,
         agent: str | None = None,
         variant: str | None = None,
+        system: str | None = None,
+        tools: Mapping[str, bool] | None = None,
     ) -> None:
         """Queue a prompt; the server answers 204 and reports failures as events.
 
@@ -321,6 +338,7 @@ class OpenCodeClient:
             body["agent"] = agent
         if variant is not None:
             body["variant"] = variant
+        body |= {k: v for k, v in (("system", system), ("tools", tools)) if v is not None}
         await self._call(
             "prompt_async",
             "POST",

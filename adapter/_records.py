@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._events import RetryStatus
 from ._partial_result import PartialResult
+from ._permissions import PermissionRule
 from ._stop_report import StopReport
 from ._usage import TurnUsage
 
@@ -41,6 +42,9 @@ class SessionInfo:
     active_turn_id: str | None = None
     last_error: str | None = None
     retry: RetryStatus | None = None
+    #: The thread's permission mode: a preset name (``"ask"``, ``"auto-edit"``,
+    #: ``"full-access"``), the raw rules last applied, or ``None`` (the server config).
+    permissions: str | tuple[PermissionRule, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

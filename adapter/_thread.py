@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._compaction import CompactionLedger
 from ._lifecycle import Lifecycle
 from ._membership import MessageLedger
+from ._permissions import PermissionRule
 from ._records import InterruptResult, SessionInfo
 from ._tasks import TaskScope
 from ._turn import Turn
@@ -55,6 +56,7 @@ class ThreadState:
     lifecycle: Lifecycle
     scope: TaskScope
     model: str | None = None
+    permissions: str | tuple[PermissionRule, ...] | None = None
     stop: Stop | None = None
     submitting: asyncio.Task[None] | None = None
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -88,4 +90,5 @@ class ThreadState:
             active_turn_id=turn.turn_id if turn else None,
             last_error=self.lifecycle.last_error,
             retry=turn.retry if turn else None,
+            permissions=self.permissions,
         )

@@ -35,6 +35,7 @@ from ._exceptions import (
     TurnCancelledError,
 )
 from ._ids import mint_message_id
+from ._input import Prompt
 from ._lifecycle import TurnEnding
 from ._lifecycle_phases import TurnPhase
 from ._logging import get_logger
@@ -80,7 +81,7 @@ class Turns:
     async def send(
         self,
         thread: ThreadState,
-        text: str,
+        prompt: Prompt,
         model: tuple[str, str] | None,
         agent: str | None,
     ) -> TurnStart:
@@ -113,7 +114,7 @@ class Turns:
                 thread.lifecycle.advance(turn, TurnPhase.AWAITING_ECHO)
             turn.touch()
             submission = core.tasks.spawn(
-                self._submit(thread, text, message_id, model, agent),
+                self._submit(thread, prompt, message_id, model, agent),
                 name=f"submit:{thread.thread_id}",
                 log_errors=False,
             )
@@ -184,7 +185,7 @@ class Turns:
     async def _submit(
         self,
         thread: ThreadState,
-        text: str,
+        prompt: Prompt,
         message_id: str,
         model: tuple[str, str] | None,
         agent: str | None,
@@ -193,7 +194,14 @@ class Turns:
         try:
             async with asyncio.timeout(submit):
                 await thread.client.prompt_async(
-                    thread.session_id, text, message_id=message_id, model=model, agent=agent
+                    thread.session_id,
+                    prompt.native_parts(),
+                    message_id=message_id,
+                    model=model,
+                    agent=agent,
+                    variant=prompt.variant,
+                    system=prompt.system,
+                    tools=prompt.tools,
                 )
         except TimeoutError:
             raise RequestError(

@@ -76,6 +76,13 @@ Quirks of the real server that are reproduced on purpose:
   idle, the interrupted message left incomplete, no error.
 * ``task`` output is ``<task id="ses_..." state="completed">`` around a
   ``<task_result>``; ``bash`` streams ``metadata.output`` while running.
+* A prompt's file parts are stored and converted as the real server does (a
+  ``text/plain`` file adds two synthetic text parts; an undecodable image makes the prompt
+  vanish; see :mod:`adapter.testing._fake_input`); :attr:`FakeOpenCodeServer.model_inputs`
+  records what would reach the model (``system``, ``tools``, ``variant`` included).
+* A session's ``permission`` rules are enforced: they come after the config's (a plain
+  :class:`Tool` is one the config allows, a :class:`Permission` one it asks about) and the
+  last matching rule wins; ``PATCH`` appends rules; ``task`` children get none of them.
 * Invalid requests get the real bodies: ``400 BadRequest`` with the validation
   message (e.g. ``Missing key``, then a line ``at ["parts"]``) and ``kind``;
   malformed JSON is a ``500 UnknownError``; ``POST /session`` answers a bare
@@ -126,6 +133,8 @@ from typing import Any, Literal, TypeAlias
 from urllib.parse import parse_qs, unquote
 
 import httpx
+
+from ._fake_input import ModelInput, convert_parts
 
 __all__ = [
     "COMPACTION_CONTINUE",
@@ -507,6 +516,7 @@ class _Prompt:
     future: asyncio.Future[_Result] | None = None
     compaction: bool | None = None
     """``None`` for a prompt; for a ``summarize`` request, its ``auto`` flag."""
+    variant: str | None = None
 
 
 @dataclass(slots=True)
@@ -644,6 +654,55 @@ def _api_error_data(message: str, *, retryable: bool = False) -> JSON:
         "responseBody": body,
         "metadata": {"url": "http://fake-model/v1/chat/completions"},
     }
+
+
+_EDIT_TOOLS = frozenset({"edit", "write", "patch", "multiedit", "apply_patch"})
+
+
+def _permission_of(step: Tool) -> tuple[str, tuple[str, ...]]:
+    """The permission a tool call asks for and its patterns (as the real tools do:
+    ``bash`` its command, file tools their path relative to ``/``, ``webfetch`` its url)."""
+    permission = "edit" if step.tool in _EDIT_TOOLS else step.tool
+    value: Any = None
+    if step.tool == "bash":
+        value = step.input.get("command")
+    elif permission in ("edit", "read"):
+        value = step.input.get("filePath")
+        value = value.lstrip("/") if isinstance(value, str) else None
+    elif step.tool == "webfetch":
+        value = step.input.get("url")
+    return permission, (value if isinstance(value, str) and value else "*",)
+
+
+def _session_action(session: FakeSession, permission: str, patterns: Sequence[str]) -> str | None:
+    """What the session's own rules say (the last matching rule wins), or ``None`` when
+    no rule of the session matches (the server config decides)."""
+    rules = [r for r in session.info.get("permission") or () if isinstance(r, dict)]
+    actions: list[str | None] = []
+    for pattern in patterns or ("*",):
+        action: str | None = None
+        for rule in rules:
+            if fnmatch.fnmatchcase(permission, str(rule.get("permission", ""))) and (
+                fnmatch.fnmatchcase(pattern, str(rule.get("pattern", "")))
+            ):
+                action = str(rule.get("action"))
+        actions.append(action)
+    for decisive in ("deny", None, "ask"):
+        if decisive in actions:
+            return decisive
+    return "allow"
+
+
+def _denied(session: FakeSession, permission: str) -> str:
+    rules = [
+        r
+        for r in session.info.get("permission") or ()
+        if isinstance(r, dict) and fnmatch.fnmatchcase(permission, str(r.get("permission", "")))
+    ]
+    return (
+        "The user has specified a rule which prevents you from using this specific tool "
+        f"call. Here are some of the relevant rules {json.dumps(rules, separators=(',', ':'))}"
+    )
 
 
 def _chunks(text: str, n: int) -> list[str]:
@@ -902,6 +961,12 @@ class FakeOpenCodeServer:
         (``input``, ``output``, ``cache_read``, ``cache_write``): each step then costs
         what the real server computes for its tokens (reasoning at the output price).
         Empty (the default): every step costs 0, as with a model without prices."""
+        self.model_modalities: frozenset[str] = frozenset({"text"})
+        """The model's input modalities (``opencode.json``'s ``modalities.input``): an
+        image or PDF part reaches the model only if its kind (``image``, ``pdf``) is here."""
+        self.model_inputs: list[ModelInput] = []
+        """What the real server would send the model for each admitted prompt, in order
+        (see :mod:`adapter.testing._fake_input`)."""
         self._auth: set[str] | None = None
         if password is not None:
             token = base64.b64encode(f"{username}:{password}".encode()).decode()
@@ -1478,12 +1543,20 @@ class FakeOpenCodeServer:
         want_result: bool = False,
         compaction: bool | None = None,
         before_busy: Callable[[], None] | None = None,
+        parts: Sequence[JSON] | None = None,
+        options: Mapping[str, Any] | None = None,
+        content: Sequence[JSON] | None = None,
     ) -> _Prompt:
+        """``parts`` (stored as given, ids added) replace the single text part;
+        ``options`` (``system``, ``tools``, ``variant``) are stored on the user message;
+        ``content`` is what reaches the model (recorded in :attr:`model_inputs`)."""
+        options = dict(options or {})
         provider_id = provider_id or self.provider_id
         model_id = model_id or self.model_id
         user_id = message_id or self._new_id("msg")
         prompt = _Prompt(user_id, text, script, agent, provider_id, model_id)
         prompt.compaction = compaction
+        prompt.variant = options.get("variant")
         if want_result:
             prompt.future = asyncio.get_running_loop().create_future()
 
@@ -1498,6 +1571,11 @@ class FakeOpenCodeServer:
                 "agent": agent,
                 "model": {"providerID": provider_id, "modelID": model_id},
             }
+            if prompt.variant is not None:
+                info["model"]["variant"] = prompt.variant
+            for key in ("system", "tools"):
+                if options.get(key) is not None:
+                    info[key] = options[key]
             if compaction is None:
                 # Measured order: session.updated (only when the prompt gives the session
                 # its agent and model: a later prompt's echo comes first), the user message
@@ -1507,17 +1585,27 @@ class FakeOpenCodeServer:
                 if any(session.info.get(key) != value for key, value in first.items()):
                     self._touch(session, **first)
             self._store_message(session, message, info)
-            part: JSON = {
-                "messageID": user_id,
-                "sessionID": session.id,
-                "id": self._new_id("prt"),
-            }
-            if compaction is None:
-                part.update(type="text", text=text)
+            ids = {"messageID": user_id, "sessionID": session.id}
+            specs: Sequence[JSON]
+            if compaction is not None:
+                specs = [{"type": "compaction", "auto": compaction}]
+            elif parts is not None:
+                specs = parts
             else:
-                part.update(type="compaction", auto=compaction)
-            self._store_part(message, part)
+                specs = [{"type": "text", "text": text}]
+            for spec in specs:
+                self._store_part(message, {"id": self._new_id("prt"), **ids, **spec})
             if compaction is None:
+                self.model_inputs.append(
+                    ModelInput(
+                        session.id,
+                        user_id,
+                        tuple(content or ({"type": "text", "text": text},)),
+                        system=options.get("system"),
+                        tools=options.get("tools"),
+                        variant=prompt.variant,
+                    )
+                )
                 self._touch(session)
             if before_busy is not None:
                 before_busy()
@@ -1661,7 +1749,8 @@ class FakeOpenCodeServer:
             if isinstance(step, Text):
                 await self._do_text(run, step)
             elif isinstance(step, Tool):
-                await self._do_tool(run, step)
+                if not await self._do_tool(run, step):
+                    return self._blocked(run)
             elif isinstance(step, Task):
                 await self._do_task(run, step)
             elif isinstance(step, Permission):
@@ -1803,6 +1892,8 @@ class FakeOpenCodeServer:
         }
         if agent == "compaction":
             info["summary"] = True
+        if prompt.variant is not None:
+            info["variant"] = prompt.variant
         info |= {
             "cost": 0,
             "tokens": _ZERO_TOKENS,
@@ -2054,10 +2145,21 @@ class FakeOpenCodeServer:
         metadata.update(step.metadata or {})
         self._tool_completed(run, part, output, self._default_title(step), metadata)
 
-    async def _do_tool(self, run: _Run, step: Tool) -> None:
+    async def _do_tool(self, run: _Run, step: Tool) -> bool:
+        """A tool the server config allows. The session's own rules are checked after the
+        config's and the last match wins (measured): ``ask`` makes it a permission request
+        (as :class:`Permission`), ``deny`` fails the call. False: the run stops."""
+        permission, patterns = _permission_of(step)
+        action = _session_action(run.session, permission, patterns)
+        if action == "ask":
+            return await self._do_permission(run, Permission(permission, patterns, tool=step))
         part = self._tool_start(run, step.tool, step.input)
         await asyncio.sleep(0)
-        await self._run_tool_body(run, part, step)
+        if action == "deny":
+            self._tool_error(run, part, _denied(run.session, permission), None)
+        else:
+            await self._run_tool_body(run, part, step)
+        return True
 
     async def _do_task(self, run: _Run, step: Task) -> None:
         parent = run.session
@@ -2164,6 +2266,16 @@ class FakeOpenCodeServer:
             else:
                 tool_input = {"patterns": list(patterns)}
             tool = Tool(step.permission, tool_input)
+        action = _session_action(run.session, step.permission, patterns)
+        if action in ("allow", "deny"):
+            # A session rule decides before the config's ``ask`` (it comes last: measured).
+            part = self._tool_start(run, tool.tool, tool.input)
+            await asyncio.sleep(0)
+            if action == "deny":
+                self._tool_error(run, part, _denied(run.session, step.permission), None)
+            else:
+                await self._run_tool_body(run, part, tool)
+            return True
         metadata = dict(step.metadata or {})
         always = list(step.always)
         if step.permission == "bash" and patterns:
@@ -2638,6 +2750,24 @@ class FakeOpenCodeServer:
                 if not isinstance(part["text"], str):
                     got = f"Expected string, got {_js(part['text'])}"
                     return _invalid(got, "parts", index, "text")
+            if part["type"] == "file":
+                for key in ("mime", "url"):
+                    if key not in part:
+                        return _invalid("Missing key", "parts", index, key)
+                    if not isinstance(part[key], str):
+                        got = f"Expected string, got {_js(part[key])}"
+                        return _invalid(got, "parts", index, key)
+        for key in ("system", "variant"):
+            value = body.get(key)
+            if value is not None and not isinstance(value, str):
+                return _invalid(f"Expected string | null, got {_js(value)}", key)
+        tools = body.get("tools")
+        if tools is not None:
+            if not isinstance(tools, dict):
+                return _invalid(f"Expected object, got {_js(tools)}", "tools")
+            for name, enabled in tools.items():
+                if not isinstance(enabled, bool):
+                    return _invalid(f"Expected boolean, got {_js(enabled)}", "tools", name)
         if "messageID" in body:
             bad_id = _expected_prefix(body["messageID"], "msg", "messageID", kind="Payload")
             if bad_id is not None:
@@ -2669,14 +2799,27 @@ class FakeOpenCodeServer:
         model: JSON = raw_model if isinstance(raw_model, dict) else {}
         message_id = body.get("messageID")
         agent = body.get("agent")
+        converted = convert_parts(raw_parts, modalities=self.model_modalities)
+        if converted.dropped:
+            # Measured: an image the server cannot decode: 204 (400 on /message), nothing
+            # stored, no run.
+            return httpx.Response(204) if not wait else _json_response(400, {"_tag": "BadRequest"})
+        script: str | None = None
+        if converted.failure is not None:
+            script = f"__unsupported__:{converted.failure}"
+            self._scripts[script] = (Fail(name="UnknownError", message=converted.failure),)
         prompt = self._enqueue_prompt(
             session,
             text,
             message_id=message_id,
+            script=script,
             agent=agent if isinstance(agent, str) else "build",
             provider_id=model.get("providerID"),
             model_id=model.get("modelID"),
             want_result=wait,
+            parts=converted.stored,
+            options={k: body.get(k) for k in ("system", "tools", "variant")},
+            content=converted.content,
         )
         if not wait:
             return httpx.Response(204)
@@ -2770,8 +2913,9 @@ class FakeOpenCodeServer:
         self._touch(session, revert=None, tokens=tokens, cost=cost)
 
     async def _patch_session(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
-        """``title``, ``time.archived``, ``permission``, ``metadata``; other fields are
-        ignored. Measured: emits ``session.updated`` and leaves ``time.updated`` alone."""
+        """``title``, ``time.archived``, ``permission`` (appended), ``metadata``; other
+        fields are ignored. Measured: emits ``session.updated`` and leaves ``time.updated``
+        alone."""
         body = await self._body(request)
         info = dict(session.info)
         title = body.get("title")
@@ -2782,9 +2926,11 @@ class FakeOpenCodeServer:
         times = body.get("time")
         if isinstance(times, dict) and isinstance(times.get("archived"), int | float):
             info["time"] = {**info["time"], "archived": times["archived"]}
-        for key in ("permission", "metadata"):
-            if key in body:
-                info[key] = body[key]
+        if isinstance(body.get("permission"), list):
+            # Measured: the rules are appended to the session's (the last match wins).
+            info["permission"] = [*(info.get("permission") or []), *body["permission"]]
+        if "metadata" in body:
+            info["metadata"] = body["metadata"]
         session.info = info
         self._emit("session.updated", {"sessionID": session.id, "info": info})
         return _json_response(200, info)

@@ -1,5 +1,6 @@
 """The in-process fake OpenCode server and its script steps."""
 
+from ._fake_input import ModelInput
 from ._fake_server import (
     COMPACTION_CONTINUE,
     OPENCODE_VERSION,
@@ -34,6 +35,7 @@ __all__ = [
     "Hold",
     "Hook",
     "HookHandler",
+    "ModelInput",
     "Permission",
     "Question",
     "RecordedRequest",
