@@ -246,6 +246,13 @@ def test_session_listings_compare_as_sets_and_each_order_is_checked_on_its_own()
     found = compare(scenario, fake, real)
     assert [(d.kind, d.where) for d in found] == [("order", "fake: GET /session (#1)")]
 
+    # Children are listed in creation order: there, the order itself must match.
+    fake = with_listing(recording("fake", SES_A, "/p", 1), SES_A2, [1, 0], [9, 9])
+    real = with_listing(recording("real", SES_B, "/q", 2), SES_B2, [0, 1], [9, 9])
+    for rec in (fake, real):
+        rec.exchanges[-1].path = f"/session/{rec.ids['root']}/children"
+    assert {d.kind for d in compare(scenario, fake, real)} == {"body"}
+
     # A session missing from one listing is still a body difference.
     fake = with_listing(recording("fake", SES_A, "/p", 1), SES_A2, [1], [5, 9])
     real = with_listing(recording("real", SES_B, "/q", 2), SES_B2, [1, 0], [5, 9])
