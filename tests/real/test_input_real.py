@@ -8,13 +8,18 @@ a tool mapped to ``False`` is left out of the model's tool list.
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, file_part
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing.fake import FakeOpenCodeServer
 from adapter.testing.model import ModelRequest, Text, script_marker
 from tests.adapter_support import Recorder
 
@@ -84,3 +89,59 @@ async def test_system_applies_to_its_own_prompt_only(
         for r in (first, second)
     ]
     assert "ONLY-ONCE-5521" in systems[0] and "ONLY-ONCE-5521" not in systems[1]
+
+
+def _bodies(directory: Path, name: str) -> list[dict[str, Any]]:
+    data = "data:text/plain;base64," + base64.b64encode(b"line1\nline2\n").decode()
+    text = {"type": "text", "text": "look " + script_marker(name)}
+    on_disk = directory / f"{name}.txt"
+    on_disk.write_text("a\nb\n")
+    files = [
+        {"type": "file", "mime": "text/plain", "url": data, "filename": "dir/a b.txt"},
+        {"type": "file", "mime": "text/plain", "url": data},
+        {"type": "file", "mime": "text/markdown", "url": data, "filename": "a.md"},
+        {"type": "file", "mime": "text/plain", "url": on_disk.as_uri()},
+        {"type": "file", "mime": "text/plain", "url": (directory / "missing.txt").as_uri()},
+    ]
+    options = {"system": "S", "tools": {"bash": False}, "variant": "high"}
+    return [{"parts": [text, f]} for f in files] + [{"parts": [text], **options}]
+
+
+def _comparable(message: Mapping[str, Any]) -> dict[str, Any]:
+    info = message["info"]
+    return {
+        "parts": [
+            {k: v for k, v in p.items() if k not in ("id", "sessionID", "messageID")}
+            for p in message["parts"]
+        ],
+        "info": {k: info.get(k) for k in ("system", "tools", "model", "agent")},
+    }
+
+
+async def test_the_fake_stores_prompt_parts_as_the_real_server(
+    real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    scripted_model.script(unique_name, [Text("ok")])
+    bodies = _bodies(Path(real_server.directory), unique_name)
+    stored: dict[str, list[dict[str, Any]]] = {"real": [], "fake": []}
+    async with (
+        FakeOpenCodeServer(provider_id="fake", model_id="fake-model") as fake,
+        fake.client() as fake_http,
+        httpx.AsyncClient(
+            base_url=real_server.base_url,
+            headers={"x-opencode-directory": str(real_server.directory)},
+            timeout=30.0,
+            trust_env=False,
+        ) as real_http,
+    ):
+        for target, http in (("real", real_http), ("fake", fake_http)):
+            for body in bodies:
+                session_id = (await http.post("/session", json={"title": "parts"})).json()["id"]
+                answer = await http.post(f"/session/{session_id}/message", json=body)
+                assert answer.status_code == 200, answer.text
+                messages = (await http.get(f"/session/{session_id}/message")).json()
+                stored[target].append(_comparable(messages[0]))
+    synthetic = [p for m in stored["real"] for p in m["parts"] if p.get("synthetic")]
+    assert len(synthetic) == 8  # two per text/plain file, the missing one included
+    assert stored["real"][-1]["info"]["model"]["variant"] == "high"
+    assert stored["fake"] == stored["real"]
