@@ -9,10 +9,14 @@ appends) takes effect on the next call.
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import httpx
 import pytest
 
 from adapter import OpenCodeAdapter
-from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer, fake
 from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
 
@@ -75,3 +79,80 @@ async def test_a_live_change_and_a_resume_re_apply_the_mode(
         ended = await rec.wait_for("turn.completed", lambda e: e.thread_id == "t2", timeout=30)
         assert ended.state == "completed"
         await rec.close()
+
+
+def _rule(permission: str, pattern: str, action: str) -> dict[str, str]:
+    return {"permission": permission, "pattern": pattern, "action": action}
+
+
+RULE_SETS: list[list[dict[str, str]] | None] = [
+    None,
+    [_rule("bash", "*", "ask")],
+    [_rule("*", "*", "ask")],
+    [_rule("*", "*", "allow")],
+    [_rule("bash", "*", "allow"), _rule("bash", "*", "ask")],
+    [_rule("bash", "*", "ask"), _rule("bash", "*", "allow")],
+    [_rule("bash", "*", "ask"), _rule("bash", "echo *", "allow")],
+    [_rule("bash", "*", "ask"), _rule("bash", "rm *", "allow")],
+    [_rule("bash", "echo *", "deny")],
+    [_rule("edit", "*", "ask")],
+]
+
+
+async def _asks_and_outcome(
+    http: httpx.AsyncClient, rules: list[dict[str, str]] | None, text: str
+) -> tuple[list[tuple[str, list[str]]], list[tuple[str, str, bool]]]:
+    """Run one bash call under ``rules``; the requests asked (each replied ``once``) and
+    the tool parts' (tool, status, error names a rule)."""
+    body = {"title": "rules"} if rules is None else {"title": "rules", "permission": rules}
+    session_id = (await http.post("/session", json=body)).json()["id"]
+    prompt = {"parts": [{"type": "text", "text": text}]}
+    assert (await http.post(f"/session/{session_id}/prompt_async", json=prompt)).status_code == 204
+    asked: list[tuple[str, list[str]]] = []
+    async with asyncio.timeout(30):
+        while True:
+            await asyncio.sleep(0.1)
+            pending = [
+                r for r in (await http.get("/permission")).json() if r["sessionID"] == session_id
+            ]
+            for request in pending:
+                asked.append((request["permission"], request["patterns"]))
+                await http.post(f"/permission/{request['id']}/reply", json={"reply": "once"})
+            if pending or session_id in (await http.get("/session/status")).json():
+                continue
+            messages = (await http.get(f"/session/{session_id}/message")).json()
+            last = messages[-1]["info"] if messages else {}
+            if last.get("role") == "assistant" and last.get("finish") == "stop":
+                break
+    tools = [
+        (p["tool"], p["state"]["status"], "specified a rule" in str(p["state"].get("error")))
+        for m in messages
+        for p in m["parts"]
+        if p["type"] == "tool"
+    ]
+    return asked, tools
+
+
+async def test_the_fake_enforces_session_rules_as_the_real_server(
+    real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    """The test server's config allows everything: a plain fake ``Tool`` step."""
+    call = ToolCall("bash", {"command": "echo hi", "description": "say hi"})
+    scripted_model.script(unique_name, [ToolCalls([call]), Text("ran")])
+    fake_steps: list[fake.Step] = [fake.Tool("bash", {"command": "echo hi"}, output="hi\n")]
+    text = "go " + script_marker(unique_name)
+    results: dict[str, list[Any]] = {"real": [], "fake": []}
+    async with fake.FakeOpenCodeServer() as fake_server, fake_server.client() as fake_http:
+        fake_server.script(unique_name, [*fake_steps, fake.Text("ran")])
+        async with httpx.AsyncClient(
+            base_url=real_server.base_url,
+            headers={"x-opencode-directory": str(real_server.directory)},
+            timeout=30.0,
+            trust_env=False,
+        ) as real_http:
+            for target, http in (("real", real_http), ("fake", fake_http)):
+                for rules in RULE_SETS:
+                    results[target].append(await _asks_and_outcome(http, rules, text))
+    assert results["real"][1] == ([("bash", ["echo hi"])], [("bash", "completed", False)])
+    assert results["real"][-2] == ([], [("bash", "error", True)])
+    assert results["fake"] == results["real"]
