@@ -78,6 +78,7 @@ class Interrupts:
             if thread.stop is stop:
                 thread.stop = None
             if not thread.closing:
+                thread.ledger.stop_failed()
                 thread.lifecycle.stop_done()  # the turn (if any) runs on
                 self._turns.after_stop_failed(thread, root_aborted=not stop.root_abort_failed)
             error = (
@@ -135,6 +136,11 @@ class Interrupts:
                 stop.root_abort_failed = True
                 raise cast(BaseException, abort.exception())
 
+        # The tree as the events showed it is aborted right behind the root, and the root
+        # and its inner sessions again a little later: else OpenCode starts one more
+        # model step in each session whose subagents are cancelled under it (see
+        # _stop_tree's docstring and docs/interrupt.md).
+        known = [(sid, parent) for sid, parent in thread.parents.items() if parent is not None]
         report: StopReport = await stop_tree(
             thread.client,
             thread.session_id,
@@ -143,6 +149,8 @@ class Interrupts:
             timeout=timeouts.abort + timeouts.tree,
             root_abort=root_abort,
             eager_root_listing=core.limits.eager_root_listing,
+            known=known,
+            abort_root_twice=True,
         )
         for sid in report.session_ids:
             if sid not in thread.sessions:

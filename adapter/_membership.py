@@ -9,7 +9,10 @@ server created. The rule:
 
 * a prompt the adapter sent belongs to the turn that sent it;
 * any other message belongs to the turn of its ``parentID`` when that is known
-  (a late answer of a stopped turn stays that turn's, and is suppressed);
+  (a late answer of a stopped turn stays that turn's, and is suppressed); an
+  answer to the active turn first seen while a stop of it is under way is late
+  too: it is a model step OpenCode started during the stop (measured on
+  1.18.34: the step after a ``task`` call whose subagent the stop cancelled);
 * otherwise to the turn that was active when it was first seen; first seen
   while a stop was under way, it is *late* (the extra step OpenCode starts as
   it is aborted) and belongs to no turn's output;
@@ -42,6 +45,7 @@ class RootMessage:
     late: bool = False
     summary: bool = False
     finished: bool = False
+    by_stop: bool = False  # late only because first seen during a stop (undone if it fails)
 
 
 class MessageLedger:
@@ -86,9 +90,22 @@ class MessageLedger:
             return entry
         parent = self._entries.get(parent_id) if parent_id is not None else None
         if parent is not None:
+            started_by_stop = (
+                stopping
+                and role == "assistant"
+                and active_turn_id is not None
+                and parent.turn_id == active_turn_id
+            )
             return self._put(
                 message_id,
-                RootMessage(role, parent_id, parent.turn_id, late=parent.late, summary=summary),
+                RootMessage(
+                    role,
+                    parent_id,
+                    parent.turn_id,
+                    late=parent.late or started_by_stop,
+                    summary=summary,
+                    by_stop=started_by_stop and not parent.late,
+                ),
             )
         return self._put(
             message_id,
@@ -100,6 +117,12 @@ class MessageLedger:
                 summary=summary,
             ),
         )
+
+    def stop_failed(self) -> None:
+        """A stop failed and its turn runs on: answers first seen during it are its again."""
+        for entry in self._entries.values():
+            if entry.by_stop:
+                entry.late = entry.by_stop = False
 
     def turn_of(self, message_id: str) -> str | None:
         """The turn whose output this message is (``None``: no turn's, or late)."""

@@ -7,6 +7,19 @@ the root is aborted first (it can no longer add children), then the tree is
 walked through ``GET /session/{id}/children``, then ``GET /session/status``
 is checked for tree members that are (again) busy.
 
+Why the extra model step, and how a caller avoids it (OpenCode 1.18.34, read
+from its source and measured): an abort first cancels the session's running
+``task`` subagents and waits for them to wind down (a tool gets 250 ms), and
+only then interrupts the session itself; but a cancelled subagent's ``task``
+tool returns at once, so meanwhile the session goes on with a new model step.
+A second abort of the same session that arrives in that window finds the
+subagents already cancelled and interrupts the session at once. So the
+``known`` descendants are aborted right behind the root, while its abort is in
+flight, and with ``abort_root_twice`` the root and every known session with
+known children are aborted again 5 and 25 ms after the root's abort began
+(``ECHO_DELAYS``). Those second aborts only speed things up: their outcome does
+not count.
+
 See ``docs/stop-tree.md`` for the algorithm and its guarantees.
 """
 
@@ -15,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -38,6 +51,16 @@ __all__ = ["SessionStop", "StopReport", "stop_tree"]
 
 _log = get_logger("adapter.stop")
 
+# Event-loop turns a seeded abort or a second abort waits after the root's abort
+# began, so that the root's request goes out first (the adapter's root abort starts
+# its request in a task of its own).
+DISPATCH_TURNS = 3
+# When, after the root's abort began, the second aborts (``abort_root_twice``) go out.
+# OpenCode starts the extra step 35-80 ms after a session's subagents were cancelled;
+# a second abort that arrives before the first one has cancelled them waits on them
+# too, so one goes out early and one later (measured: docs/interrupt.md).
+ECHO_DELAYS = (0.005, 0.025)
+
 
 @dataclass(slots=True)
 class _Node:
@@ -50,6 +73,8 @@ class _Node:
     started: float | None = None
     ended: float | None = None
     reaborts: int = 0
+    echoes: int = 0  # second aborts scheduled so far (their delays: ECHO_DELAYS)
+    seeded: bool = False  # known beforehand: aborted while the root's abort is in flight
 
     def freeze(self, timed_out: bool) -> SessionStop:
         outcome = self.outcome
@@ -74,7 +99,7 @@ class _Node:
         )
 
 
-_Job = tuple[Literal["abort", "children", "reabort", "prelist"], _Node]
+_Job = tuple[Literal["abort", "children", "reabort", "prelist", "echo"], _Node]
 
 
 class _Walk:
@@ -107,6 +132,8 @@ class _Walk:
         root = _Node(root_id, None, 0)
         self.nodes: dict[str, _Node] = {root_id: root}  # insertion order = BFS discovery order
         self.overflow: OpenCodeError | None = None
+        self.root_started = asyncio.Event()
+        self.root_started_at = 0.0
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -151,15 +178,28 @@ class _Walk:
                 await self._list(node)
             elif kind == "prelist":
                 await self._prelist(node)
+            elif kind == "echo":
+                await self._echo(node)
             else:
                 await self._abort(node, again=kind == "reabort")
         finally:
             self.in_flight -= 1
 
+    async def _after_root(self) -> None:
+        """Until the root's abort has begun and had ``DISPATCH_TURNS`` loop turns to go out."""
+        await self.root_started.wait()
+        for _ in range(DISPATCH_TURNS):
+            await asyncio.sleep(0)
+
     async def _abort(self, node: _Node, *, again: bool) -> None:
+        if node.seeded and not again:
+            await self._after_root()
         if not again:
             node.started = self.now()
         try:
+            if node.session_id == self.root_id and not again:
+                self.root_started_at = self.now()
+                self.root_started.set()
             if node.session_id == self.root_id and self.root_abort is not None and not again:
                 await self.root_abort()
             else:
@@ -193,6 +233,57 @@ class _Walk:
                 self.progress(self.settled, len(self.nodes))
         # Listed after its abort settled, so it cannot add children behind our back.
         self.queue.append(("children", node))
+
+    async def _echo(self, node: _Node) -> None:
+        """A second abort of a session whose first is in flight: it only speeds things up.
+
+        It goes out at the next of ``ECHO_DELAYS`` after the root's abort began. Its
+        outcome does not count (the first abort's does, and the verification pass re-aborts a
+        session that is busy again); a failure is logged.
+        """
+        await self._after_root()
+        delay = ECHO_DELAYS[min(node.echoes, len(ECHO_DELAYS) - 1)]
+        node.echoes += 1
+        wait = self.root_started_at + delay - self.now()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            await self.client.abort(node.session_id)
+        except OpenCodeError as exc:
+            _log.debug("stop.echo_failed", session_id=node.session_id, error=str(exc))
+
+    def seed(self, known: Iterable[tuple[str, str]]) -> list[_Node]:
+        """Add descendants the caller already knows, as (session, parent) pairs.
+
+        A pair is taken only if its parent is the root or another taken pair
+        (in any order), so a seed is always inside the tree. The walk lists
+        seeded sessions as it lists discovered ones.
+        """
+        pending = [
+            (sid, parent)
+            for sid, parent in known
+            if is_session_id(sid) and sid not in self.nodes and sid != parent
+        ]
+        taken: list[_Node] = []
+        while pending:
+            rest = []
+            for sid, parent in pending:
+                parent_node = self.nodes.get(parent)
+                if sid in self.nodes:
+                    continue
+                if parent_node is None:
+                    rest.append((sid, parent))
+                    continue
+                if len(self.nodes) >= self.max_sessions:
+                    return taken  # the walk reports the overflow if the tree is that big
+                node = _Node(sid, parent, parent_node.depth + 1, seeded=True)
+                self.nodes[sid] = node
+                taken.append(node)
+            if len(rest) == len(pending):
+                break
+            pending = rest
+        taken.sort(key=lambda n: n.depth)
+        return taken
 
     async def _list(self, node: _Node) -> None:
         try:
@@ -271,6 +362,8 @@ async def stop_tree(
     root_abort: Callable[[], Awaitable[object]] | None = None,
     progress: Callable[[int, int], None] | None = None,
     eager_root_listing: bool = False,
+    known: Iterable[tuple[str, str]] = (),
+    abort_root_twice: bool = False,
 ) -> StopReport:
     """Stop ``root_id`` and every session reachable from it through ``children``.
 
@@ -291,6 +384,15 @@ async def stop_tree(
     once its abort settled, so a child created meanwhile is still found. On a
     real server, whose abort returns only after the session's tools had time
     to finish, this saves most of that wait for the rest of the tree.
+
+    ``known`` names descendants the caller already knows, as (session, parent)
+    pairs (a pair whose parent is neither the root nor another known session is
+    ignored): they are aborted right behind the root, while its abort is in
+    flight, and then listed like any other. With ``abort_root_twice`` the root
+    and every known session with known children are aborted again, 5 and 25 ms
+    after the root's abort began; only each session's first abort counts.
+    Together they keep OpenCode from starting an extra model step in a stopped
+    ``task`` tree (see the module docstring); measured in ``docs/interrupt.md``.
 
     Returns the :class:`StopReport`; raises :class:`TreeStopError` (carrying the
     report) if any request failed, the tree stayed busy, or ``timeout`` expired.
@@ -313,6 +415,13 @@ async def stop_tree(
     try:
         async with asyncio.timeout(timeout):
             walk.queue.append(("abort", walk.nodes[root_id]))
+            walk.queue.extend(("abort", node) for node in walk.seed(known))
+            if abort_root_twice:
+                seeded = [n for n in walk.nodes.values() if n.seeded]
+                inner = {n.parent_id for n in seeded}
+                again = [walk.nodes[root_id], *(n for n in seeded if n.session_id in inner)]
+                for _ in ECHO_DELAYS:
+                    walk.queue.extend(("echo", n) for n in again)
             if eager_root_listing:
                 walk.queue.append(("prelist", walk.nodes[root_id]))
             await walk.drain()

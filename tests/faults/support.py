@@ -189,6 +189,11 @@ def request_paths(fake: FakeOpenCodeServer) -> list[str]:
     return [f"{r.method} {r.path}" for r in fake.requests]
 
 
+# One stop aborts the root three times: its abort, and two more 5 and 25 ms later (so
+# that OpenCode starts no extra model step: adapter/_stop_tree.py).
+ROOT_ABORTS_PER_STOP = 3
+
+
 def aborts(fake: FakeOpenCodeServer, session_id: str) -> int:
     return sum(
         1 for r in fake.requests if r.method == "POST" and r.path == f"/session/{session_id}/abort"

@@ -338,7 +338,8 @@ async def test_an_interrupt_on_a_flooded_tree_is_bounded_and_keeps_the_turn(
         with pytest.raises(TreeStopError, match="refusing to walk further"):
             await h.oc.interrupt_turn(T)
         assert time.perf_counter() - started < 20.0
-        assert sum(1 for r in fake.requests if r.path.endswith("/abort")) <= 10_000
+        # each of the 10,000 sessions the walk takes at most once, and the root's two more
+        assert sum(1 for r in fake.requests if r.path.endswith("/abort")) <= 10_000 + 2
         assert h.oc.list_sessions()[0].active_turn_id == turn.turn_id
         flood.remove()  # the flood ends; the close's teardown is bounded either way
 

@@ -137,7 +137,9 @@ async def test_a_reset_abort_during_an_interrupt_is_retried_and_the_stop_succeed
         fake.on("POST", "/session/{id}/abort", raising(httpx.RemoteProtocolError, times=2))
         result = await h.oc.interrupt_turn(T)
         assert result.stop is not None and result.stop.ok
-        assert aborts(fake, info.session_id) == 3
+        # the two reset attempts and at least one that landed (the stop's second root
+        # aborts may take the resets too, so the total is not fixed)
+        assert aborts(fake, info.session_id) >= 3
         assert not fake.sessions[info.session_id].busy
         assert "some text" in result.partial.text, "output before the fault is kept"
         aborted = await h.rec.wait_for("turn.aborted")

@@ -1,0 +1,199 @@
+"""A Stop that starts no extra model call: the order of the stop's requests.
+
+Measured on OpenCode 1.18.34 (``benchmarks/real_stop.py --cost``, ``docs/interrupt.md``):
+aborting a session cancels its ``task`` subagents first and interrupts the session
+itself only once they have wound down; meanwhile the cancelled ``task`` call ends and
+the session starts one more model step. A second abort that arrives in that window
+interrupts it at once. So the stop aborts the root twice and the tree it already knows
+right behind the root's first abort, while that is in flight; pending permission
+requests are rejected only after every abort. The real server's side is pinned by
+``tests/real/test_stop_cost_real.py``; these tests pin the order on the fake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task
+from tests.adapter_support import Recorder
+
+T = "thread-1"
+
+
+@pytest.fixture
+async def client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
+    async with OpenCodeClient(fake.base_url, transport=fake.transport) as c:
+        yield c
+
+
+@pytest.fixture
+async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
+    async with OpenCodeAdapter(
+        fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=2.0, tree=2.0)
+    ) as adapter:
+        yield adapter
+
+
+def log(fake: FakeOpenCodeServer) -> list[str]:
+    return [f"{r.method} {r.path}" for r in fake.requests]
+
+
+def abort_of(sid: str) -> str:
+    return f"POST /session/{sid}/abort"
+
+
+async def test_known_sessions_and_the_roots_second_abort_go_out_while_its_first_is_in_flight(
+    fake: FakeOpenCodeServer, client: OpenCodeClient
+) -> None:
+    root = fake.add_session(busy=True)
+    child = fake.add_session(parent_id=root, busy=True)
+    grandchild = fake.add_session(parent_id=child, busy=True)
+    hold = fake.hold("POST", f"/session/{root}/abort")
+    stop = asyncio.create_task(
+        stop_tree(client, root, known=[(grandchild, child), (child, root)], abort_root_twice=True)
+    )
+    await hold.wait_started()
+    async with asyncio.timeout(2):
+        while len(hold.requests) < 2 or abort_of(grandchild) not in log(fake):
+            await asyncio.sleep(0.001)
+    seen = log(fake)
+    assert seen[0] == abort_of(root), "the root's abort goes out first"
+    assert abort_of(child) in seen and abort_of(grandchild) in seen
+    assert f"GET /session/{root}/children" not in seen, "the root is listed once stopped"
+    hold.release()
+    report = await stop
+    assert report.ok and sorted(report.session_ids) == sorted([root, child, grandchild])
+    assert [(s.session_id, s.parent_id, s.depth) for s in report] == [
+        (root, None, 0),
+        (child, root, 1),
+        (grandchild, child, 2),
+    ]
+    done = log(fake)
+    # the root and the known session with known children are aborted again twice (their
+    # outcome is not a re-abort); a known leaf only once
+    assert done.count(abort_of(root)) == 3 and done.count(abort_of(child)) == 3
+    assert done.count(abort_of(grandchild)) == 1
+    assert report[root].reaborts == 0
+    assert not any(fake.sessions[s].busy for s in (root, child, grandchild))
+
+
+async def test_a_known_session_outside_the_tree_is_never_touched(
+    fake: FakeOpenCodeServer, client: OpenCodeClient
+) -> None:
+    root = fake.add_session(busy=True)
+    stranger_parent = fake.add_session(busy=True)
+    stranger = fake.add_session(parent_id=stranger_parent, busy=True)
+    report = await stop_tree(client, root, known=[(stranger, stranger_parent), ("not-an-id", root)])
+    assert report.session_ids == (root,)
+    assert not any(stranger in p or stranger_parent in p for p in log(fake))
+    assert fake.sessions[stranger].busy
+
+
+async def test_a_failed_second_root_abort_does_not_fail_the_stop(
+    fake: FakeOpenCodeServer, client: OpenCodeClient
+) -> None:
+    root = fake.add_session(busy=True)
+    seen = 0
+
+    async def second_fails(request: httpx.Request) -> httpx.Response | None:
+        nonlocal seen
+        seen += 1
+        return httpx.Response(400, json={"name": "BadRequest"}) if seen == 2 else None
+
+    fake.on("POST", f"/session/{root}/abort", second_fails)
+    report = await stop_tree(client, root, abort_root_twice=True)
+    assert seen == 3 and report.ok and report[root].outcome == "aborted"
+
+
+async def test_interrupt_aborts_the_known_tree_before_the_roots_abort_returns_and_rejects_after(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("asks", [Permission("bash", ["ls"]), Hang()])
+    fake.script("child", [Task("deeper", "asks")])
+    fake.script("root", [Task("explore", "child")])
+    info = await oc.start_session(T)
+    await oc.send_turn(T, "go [[script:root]]")
+    opened = await rec.wait_for("request.opened")
+    tree = [info.session_id, *(e.session_id for e in rec.of("child.started", T))]
+    assert len(tree) == 3
+    fake.reset_stats()
+    hold = fake.hold("POST", f"/session/{info.session_id}/abort")
+    stop = asyncio.create_task(oc.interrupt_turn(T))
+    await hold.wait_started()
+    async with asyncio.timeout(2):
+        while not all(abort_of(s) in log(fake) for s in tree[1:]) or len(hold.requests) < 2:
+            await asyncio.sleep(0.001)
+    assert log(fake)[0] == abort_of(info.session_id)
+    hold.release()
+    result = await stop
+    assert result.stop is not None and result.stop.ok
+    done = log(fake)
+    reply = f"POST /permission/{opened.request_id}/reply"
+    assert reply in done, "the pending request is rejected on the server"
+    last_abort = max(i for i, p in enumerate(done) if p.endswith("/abort"))
+    assert done.index(reply) > last_abort, "rejected only after every abort"
+
+
+async def test_output_of_a_step_begun_during_the_stop_is_late(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """The real server's extra step answers the turn's own prompt: its text is neither
+    emitted as the stopped turn's output nor part of its partial result."""
+    fake.script("child", [Hang()])
+    fake.script("root", [Task("explore", "child")])
+    info = await oc.start_session(T)
+    await oc.send_turn(T, "go [[script:root]]")
+    await rec.wait_for("child.started")
+    async with httpx.AsyncClient(transport=fake.transport, base_url=fake.base_url) as http:
+        stored = (await http.get(f"/session/{info.session_id}/message")).json()
+    prompt_id = next(m["info"]["id"] for m in stored if m["info"]["role"] == "user")
+    hold = fake.hold("POST", f"/session/{info.session_id}/abort")
+    stop = asyncio.create_task(oc.interrupt_turn(T))
+    await hold.wait_started()
+    root = info.session_id
+    message = {
+        "id": "msg_zzzzzzzzzzzzextrastep0001",
+        "sessionID": root,
+        "role": "assistant",
+        "parentID": prompt_id,
+        "time": {"created": 1},
+    }
+    part = {
+        "id": "prt_zzzzzzzzzzzzextrastep0001",
+        "messageID": message["id"],
+        "sessionID": root,
+        "type": "text",
+        "text": "",
+        "time": {"start": 1},
+    }
+    fake.emit("message.updated", {"sessionID": root, "info": message})
+    fake.emit("message.part.updated", {"sessionID": root, "part": part, "time": 1})
+    fake.emit(
+        "message.part.delta",
+        {
+            "sessionID": root,
+            "messageID": message["id"],
+            "partID": part["id"],
+            "field": "text",
+            "delta": "EXTRA STEP",
+        },
+    )
+    fake.emit(
+        "message.part.updated",
+        {
+            "sessionID": root,
+            "part": {**part, "text": "EXTRA STEP", "time": {"start": 1, "end": 2}},
+            "time": 2,
+        },
+    )
+    await rec.settle()
+    hold.release()
+    result = await stop
+    await rec.wait_for("turn.aborted")
+    assert not [e for e in rec.of("content.delta", T) if "EXTRA" in e.delta]
+    assert "EXTRA" not in result.partial.text
