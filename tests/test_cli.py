@@ -60,6 +60,9 @@ async def test_stop_prints_the_report_and_stops_the_tree(
     assert all(k in out for k in kids)
     assert not any(fake.sessions[s].busy for s in [root, *kids])
     assert fake.sessions[unrelated].busy
+    # the root's abort goes out three times (docs/interrupt.md: no extra model step)
+    root_aborts = [r for r in fake.requests if r.path == f"/session/{root}/abort"]
+    assert len(root_aborts) == 3
 
 
 async def test_stop_failure_exits_non_zero_with_the_first_failure(

@@ -139,6 +139,31 @@ async def test_interrupt_aborts_the_known_tree_before_the_roots_abort_returns_an
     assert done.index(reply) > last_abort, "rejected only after every abort"
 
 
+async def test_stop_session_uses_the_same_order_while_the_thread_closes(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("child", [Task("deeper", "hang")])
+    fake.script("hang", [Hang()])
+    fake.script("root", [Task("explore", "child")])
+    info = await oc.start_session(T)
+    await oc.send_turn(T, "go [[script:root]]")
+    async with asyncio.timeout(2):
+        while len(rec.of("child.started", T)) < 2:
+            await asyncio.sleep(0.001)
+    tree = [info.session_id, *(e.session_id for e in rec.of("child.started", T))]
+    fake.reset_stats()
+    hold = fake.hold("POST", f"/session/{info.session_id}/abort")
+    closing = asyncio.create_task(oc.stop_session(T))
+    await hold.wait_started()
+    async with asyncio.timeout(2):
+        while not all(abort_of(s) in log(fake) for s in tree[1:]) or len(hold.requests) < 2:
+            await asyncio.sleep(0.001)
+    assert log(fake)[0] == abort_of(info.session_id)
+    hold.release()
+    await closing
+    await rec.wait_for("session.exited")
+
+
 async def test_output_of_a_step_begun_during_the_stop_is_late(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:

@@ -147,6 +147,9 @@ async def stop_command(args: argparse.Namespace, out: Out) -> int:
                     concurrency=args.concurrency,
                     timeout=args.timeout,
                     progress=progress,
+                    # The CLI knows no tree beforehand; the root's second abort still
+                    # keeps the root from starting one more model step (docs/interrupt.md).
+                    abort_root_twice=True,
                 )
                 error: TreeStopError | None = None
             except TreeStopError as exc:
