@@ -29,6 +29,7 @@ from ._events import (
     SessionEvent,
     SessionExited,
     SessionStarted,
+    StreamGap,
     ThreadCompacted,
     ThreadMetadataUpdated,
     ThreadStarted,
@@ -37,6 +38,8 @@ from ._events import (
     TurnEvent,
     TurnRetrying,
     TurnStarted,
+    TurnStopFailed,
+    TurnStopping,
     TurnUsageUpdated,
     UserInputRequested,
     UserInputResolved,
@@ -85,6 +88,7 @@ from ._permissions import PRESETS as PERMISSION_PRESETS
 from ._permissions import PermissionPreset, PermissionRule, Permissions
 from ._records import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
 from ._retry import RetryPolicy
+from ._session_tree import SessionTree, TreeNode
 from ._stop_report import SessionStop, StopReport
 from ._stop_tree import stop_tree
 from ._stream import EventStream
@@ -151,8 +155,10 @@ __all__ = [
     "SessionStarted",
     "SessionStatus",
     "SessionStop",
+    "SessionTree",
     "SessionUsage",
     "StopReport",
+    "StreamGap",
     "TextPart",
     "ThreadCompacted",
     "ThreadHistory",
@@ -162,6 +168,7 @@ __all__ = [
     "Timeouts",
     "ToolCallResult",
     "ToolState",
+    "TreeNode",
     "TreeStopError",
     "TurnAborted",
     "TurnCancelledError",
@@ -170,6 +177,8 @@ __all__ = [
     "TurnRetrying",
     "TurnStart",
     "TurnStarted",
+    "TurnStopFailed",
+    "TurnStopping",
     "TurnUsage",
     "TurnUsageUpdated",
     "UnknownRequestError",

@@ -26,6 +26,7 @@ from ._compaction import newest_model, newest_summary
 from ._compat import unreadable_version_warning, untested_version_warning
 from ._core import AdapterCore, Limits
 from ._directories import normalise_directory
+from ._event_history import DEFAULT_HISTORY_LIMIT
 from ._events import RuntimeErrorEvent, RuntimeWarningEvent
 from ._exceptions import (
     AdapterClosedError,
@@ -52,7 +53,8 @@ from ._pump import EventPump
 from ._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
 from ._requests import Requests
 from ._server_process import ServerProcess
-from ._stream import EventStream
+from ._session_tree import SessionTree, build_tree
+from ._stream import DEFAULT_MAX_QUEUE, EventStream
 from ._thread import ThreadState
 from ._timeouts import Timeouts, resolve_timeouts
 from ._translate import Translator
@@ -92,6 +94,7 @@ class OpenCodeAdapter:
         max_output_bytes: int = 64 * 1024,
         max_tree_sessions: int = 10_000,
         eager_root_listing: bool = False,
+        event_history: int = DEFAULT_HISTORY_LIMIT,
         request_timeout: float | None = None,
         connect_timeout: float | None = None,
         submit_timeout: float | None = None,
@@ -108,6 +111,7 @@ class OpenCodeAdapter:
             ("stop_concurrency", stop_concurrency),
             ("max_output_bytes", max_output_bytes),
             ("max_tree_sessions", max_tree_sessions),
+            ("event_history", event_history),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r:.40}")
@@ -136,6 +140,7 @@ class OpenCodeAdapter:
                 max_output_bytes=max_output_bytes,
                 max_tree_sessions=max_tree_sessions,
                 eager_root_listing=eager_root_listing,
+                event_history=event_history,
             ),
         )
         self._ownership = Ownership(core, self._redispatch)
@@ -218,9 +223,30 @@ class OpenCodeAdapter:
                 await self._server.stop()
             core.hub.close()
 
-    def events(self) -> EventStream:
-        """A new consumer of canonical events (it sees events emitted from now on)."""
-        return self._core.hub.subscribe()
+    def events(
+        self,
+        thread_id: str | None = None,
+        *,
+        after: str | None = None,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+    ) -> EventStream:
+        """A new consumer of canonical events: of one thread, or of all (``None``).
+
+        It sees every event emitted from now on or, with ``after=<event_id>``, every
+        retained event after that one first (the thread's current and previous turn,
+        at most ``event_history`` events per thread; ``docs/adapter.md``, "Events").
+        An ``after`` no longer retained starts with a ``stream.gap`` (``expired``).
+        A consumer more than ``max_queue`` events behind gets a ``stream.gap``
+        (``overflow``) and its stream ends: subscribe again with
+        ``after=gap.last_event_id`` to catch up. Nothing is lost or doubled between
+        the replay and the live events."""
+        if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
+            raise InvalidInputError("thread_id must be a non-empty string or None")
+        if after is not None and (not isinstance(after, str) or not after):
+            raise InvalidInputError("after must be an event_id or None")
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+            raise InvalidInputError(f"max_queue must be a positive integer, got {max_queue!r:.40}")
+        return self._core.hub.subscribe(thread_id, after=after, max_queue=max_queue)
 
     def list_sessions(self) -> list[SessionInfo]:
         return [t.info() for t in self._core.threads.values()]
@@ -495,6 +521,26 @@ class OpenCodeAdapter:
         if thread.closing:
             raise SessionClosedError(f"thread {thread_id} is stopping")
         return await self._interrupts.interrupt(thread, turn_id)
+
+    async def session_tree(self, thread_id: str) -> SessionTree:
+        """The thread's session tree as the adapter knows it (the root, every subagent
+        and API-created child it adopted), with each session's status read from the
+        server now (``busy``, ``retry`` or ``idle``); root first, then breadth-first."""
+        thread = self._core.get(thread_id)
+        await self._wait_ready(thread)
+        statuses = await thread.client.status()
+        root = thread.session_id
+        titles = dict(thread.titles)
+        if thread.title:
+            titles.setdefault(root, thread.title)
+        return build_tree(
+            thread.thread_id,
+            root,
+            {root: None, **thread.parents},
+            statuses,
+            titles=titles,
+            born=thread.sessions,
+        )
 
     # -- requests --------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import httpx
 
 from ._client import OpenCodeClient
+from ._event_history import DEFAULT_HISTORY_LIMIT
 from ._events import Event
 from ._exceptions import AdapterClosedError, SessionClosedError, UnknownThreadError
 from ._logging import get_logger
@@ -35,6 +36,7 @@ class Limits:
     max_output_bytes: int = 64 * 1024
     max_tree_sessions: int = 10_000
     eager_root_listing: bool = False
+    event_history: int = DEFAULT_HISTORY_LIMIT
 
 
 class BoundedSet:
@@ -74,7 +76,7 @@ class AdapterCore:
         self.transport = transport
         self.timeouts = timeouts
         self.limits = limits
-        self.hub = EventHub()
+        self.hub = EventHub(limits.event_history)
         self.tasks = TaskOwner("opencode-adapter")
         self.clients: dict[str | None, OpenCodeClient] = {}
         self.threads: dict[str, ThreadState] = {}

@@ -18,11 +18,14 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
+
+from ._json import jsonable
 
 if TYPE_CHECKING:
     from ._partial_result import PartialResult
+    from ._stop_report import StopReport
     from ._usage import TurnUsage
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "SessionEvent",
     "SessionExited",
     "SessionStarted",
+    "StreamGap",
     "ThreadCompacted",
     "ThreadMetadataUpdated",
     "ThreadStarted",
@@ -53,6 +57,8 @@ __all__ = [
     "TurnEvent",
     "TurnRetrying",
     "TurnStarted",
+    "TurnStopFailed",
+    "TurnStopping",
     "TurnUsageUpdated",
     "UserInputRequested",
     "UserInputResolved",
@@ -67,6 +73,16 @@ def _next_event_id() -> str:
     return f"ev_{next(_ids):08d}"
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     type: str
@@ -75,6 +91,16 @@ class Event:
     event_id: str = field(default_factory=_next_event_id)
     created_at: float = field(default_factory=time.time)
     raw: Mapping[str, Any] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as JSON-ready data: every field but ``raw`` (the native event it came
+        from, which is OpenCode's shape, not ours); nested records (a partial result,
+        usage, a stop report) as their own ``to_dict``."""
+        return {
+            name: jsonable(getattr(self, name))
+            for name in _field_names(type(self))
+            if name != "raw"
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +261,32 @@ class TurnAborted(TurnEvent):
     type: Literal["turn.aborted"] = "turn.aborted"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStopping(TurnEvent):
+    """``turn.stopping``: a stop of the thread's tree began (``turn_id``: the turn it
+    stops, ``None`` when no turn was active). Every tab and every subscriber learns it,
+    not only the caller of ``interrupt_turn``; it is followed by ``turn.aborted`` (the
+    stop worked) or ``turn.stop_failed``."""
+
+    type: Literal["turn.stopping"] = "turn.stopping"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStopFailed(TurnEvent):
+    """``turn.stop_failed``: the stop could not stop the whole tree; the turn runs on.
+
+    ``error`` is the first failure's message and ``error_type`` its exception's name;
+    ``first_failure`` the session it happened in (``None`` when the walk itself ran out
+    of time); ``stop`` the walk's report (``None`` if the stop failed before walking).
+    """
+
+    type: Literal["turn.stop_failed"] = "turn.stop_failed"
+    error: str
+    error_type: str
+    first_failure: str | None = None
+    stop: StopReport | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class RetryStatus:
     """OpenCode is retrying a failed model request: ``attempt`` (1-based), the
@@ -327,6 +379,25 @@ class RuntimeErrorEvent(RuntimeEvent):
     type: Literal["runtime.error"] = "runtime.error"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamGap(Event):
+    """``stream.gap``: this subscription missed events; only its own consumer sees it.
+
+    ``reason`` is ``"overflow"`` (the consumer fell more than ``max_queue`` events
+    behind: the stream ends after this marker) or ``"expired"`` (``after=`` named an
+    event no longer retained: what is retained follows). ``last_event_id`` is the last
+    event delivered before the gap: subscribe again with ``after=last_event_id`` to
+    catch up from the retained history. ``thread_id`` is the subscription's thread, or
+    ``""`` for one over every thread. A gap is not part of any history and is never
+    replayed.
+    """
+
+    type: Literal["stream.gap"] = "stream.gap"
+    reason: Literal["overflow", "expired"]
+    last_event_id: str | None
+    message: str
+
+
 #: Every event the adapter emits, as one union a host can ``match`` exhaustively.
 AnyEvent = (
     SessionStarted
@@ -339,6 +410,8 @@ AnyEvent = (
     | TurnAborted
     | TurnRetrying
     | TurnUsageUpdated
+    | TurnStopping
+    | TurnStopFailed
     | ContentDelta
     | ItemStarted
     | ItemUpdated
@@ -350,4 +423,5 @@ AnyEvent = (
     | UserInputResolved
     | RuntimeWarningEvent
     | RuntimeErrorEvent
+    | StreamGap
 )

@@ -84,6 +84,8 @@ class Interrupts:
             error = (
                 exc if isinstance(exc, Exception) else TurnCancelledError("the stop was cancelled")
             )
+            if not thread.closing:  # else the thread's own ending (session.exited) says it
+                thread.lifecycle.stop_failed(stop.turn_id, error)
             if not stop.future.done():
                 stop.future.set_exception(error)
                 stop.future.exception()

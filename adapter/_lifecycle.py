@@ -30,11 +30,14 @@ from ._events import (
     TurnCompleted,
     TurnRetrying,
     TurnStarted,
+    TurnStopFailed,
+    TurnStopping,
     TurnUsageUpdated,
 )
 from ._lifecycle_phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
 from ._logging import get_logger
 from ._partial_result import PartialResult
+from ._stop_report import StopReport
 from ._turn import Turn
 from ._usage import TurnUsage, UsageFeed
 
@@ -232,7 +235,25 @@ class Lifecycle:
     # -- interrupts -------------------------------------------------------------
 
     def begin_stop(self) -> None:
+        """A stop of the tree began: ``stopping``, told to every subscriber."""
         self._move(ThreadPhase.STOPPING)
+        self._emit(TurnStopping(thread_id=self.thread_id, turn_id=self.turn_id))
+
+    def stop_failed(self, turn_id: str | None, error: BaseException) -> None:
+        """The stop could not stop the whole tree: ``turn.stop_failed`` with the first
+        failure and the walk's report (when it got that far)."""
+        report = getattr(error, "report", None)
+        first = getattr(error, "first_failure", None)
+        self._emit(
+            TurnStopFailed(
+                thread_id=self.thread_id,
+                turn_id=turn_id,
+                error=str(error) or type(error).__name__,
+                error_type=type(error).__name__,
+                first_failure=getattr(first, "session_id", None),
+                stop=report if isinstance(report, StopReport) else None,
+            )
+        )
 
     def stop_done(self) -> None:
         """The stop finished (its turn was ended by it): the thread is ready again."""

@@ -56,6 +56,8 @@ class Ownership:
         turn = thread.turn
         thread.sessions[session_id] = turn.turn_id if turn else None
         thread.parents[session_id] = parent_id
+        if title:
+            thread.titles[session_id] = title
         self._core.owner[session_id] = thread
         if turn is not None:
             turn.collector.add_session(session_id, parent_id)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._events import RetryStatus
+from ._json import jsonable
 from ._partial_result import PartialResult
 from ._permissions import PermissionRule
 from ._stop_report import StopReport
@@ -46,6 +47,20 @@ class SessionInfo:
     #: ``"full-access"``), the raw rules last applied, or ``None`` (the server config).
     permissions: str | tuple[PermissionRule, ...] | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (what ``adapter.web`` answers for a thread)."""
+        return {
+            "thread_id": self.thread_id,
+            "session_id": self.session_id,
+            "status": self.status,
+            "resume": jsonable(self.resume),
+            "directory": self.directory,
+            "active_turn_id": self.active_turn_id,
+            "last_error": self.last_error,
+            "retry": jsonable(self.retry),
+            "permissions": jsonable(self.permissions),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class TurnStart:
@@ -70,6 +85,14 @@ class InterruptResult:
         """Tokens and cost of the stopped turn's whole tree, read back from the server
         after the stop (the same figures as ``partial.usage`` and ``turn.aborted``)."""
         return self.partial.usage
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy: ``turn_id``, ``stop`` (the report, or ``None``), ``partial``."""
+        return {
+            "turn_id": self.turn_id,
+            "stop": None if self.stop is None else self.stop.to_dict(),
+            "partial": self.partial.to_dict(),
+        }
 
 
 @dataclass(frozen=True, slots=True)

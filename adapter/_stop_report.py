@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = ["Outcome", "SessionStop", "Step", "StopReport"]
 
@@ -44,6 +44,20 @@ class SessionStop:
             return None
         return self.ended - self.started
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (``error`` as its message; times in seconds since the walk began)."""
+        return {
+            "session_id": self.session_id,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "outcome": self.outcome,
+            "error": None if self.error is None else str(self.error),
+            "failed_step": self.failed_step,
+            "started": self.started,
+            "ended": self.ended,
+            "reaborts": self.reaborts,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class StopReport:
@@ -61,6 +75,20 @@ class StopReport:
 
     def __post_init__(self) -> None:
         self._index.update({s.session_id: s for s in self.sessions})
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy: the sessions in discovery order (root first) and the figures."""
+        return {
+            "root_id": self.root_id,
+            "ok": self.ok,
+            "sessions": [s.to_dict() for s in self.sessions],
+            "elapsed": self.elapsed,
+            "max_in_flight": self.max_in_flight,
+            "concurrency": self.concurrency,
+            "requests": self.requests,
+            "verify_rounds": self.verify_rounds,
+            "still_busy": list(self.still_busy),
+        }
 
     @property
     def ok(self) -> bool:

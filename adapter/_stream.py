@@ -1,37 +1,96 @@
-"""Fan-out of canonical events to any number of consumers."""
+"""Fan-out of canonical events to any number of consumers, with replay and a bound.
+
+Why it exists: a host rarely has one consumer. A web backend has one per open
+tab, each following one thread, each liable to fall behind or to reconnect
+mid-turn. So a subscription can be filtered to one thread, can start right
+after an event it already has (replayed from :mod:`adapter._event_history`),
+and has a bounded queue.
+
+Rules:
+- subscribing (with its replay) and emitting are synchronous on the loop, so a
+  subscriber gets every event after its starting point exactly once, in order;
+- a consumer more than ``max_queue`` events behind is **closed**: its queue keeps
+  what it already holds, then a ``stream.gap`` marker (``reason="overflow"``,
+  ``last_event_id``: the last event it will have read), then the end. It never
+  blocks the emitter or other subscribers, and never grows without bound; it
+  catches up by subscribing again with ``after=gap.last_event_id``;
+- ``after=`` an event that is no longer retained starts with a ``stream.gap``
+  (``reason="expired"``) and then everything retained.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
-from ._events import Event
+from ._event_history import DEFAULT_HISTORY_LIMIT, EventHistory
+from ._events import Event, StreamGap
 
-__all__ = ["EventHub", "EventStream"]
+__all__ = ["DEFAULT_MAX_QUEUE", "EventHub", "EventStream"]
+
+#: Events a subscriber may have unread before it is closed with a ``stream.gap``.
+DEFAULT_MAX_QUEUE = 10_000
 
 
 class EventStream(AsyncIterator[Event]):
     """One consumer's view of the adapter's events.
 
-    It sees every event emitted after it was created (create it before the
-    calls whose events you want), and ends when the adapter closes or
-    :meth:`aclose` is called. Use it as ``async for`` directly or inside
-    ``async with`` to unsubscribe deterministically.
+    It sees every event emitted after it was created (or after its ``after=``
+    event), of one thread or of all, and ends when the adapter closes, when
+    :meth:`aclose` is called, or after a ``stream.gap`` overflow marker. Use it
+    as ``async for`` directly or inside ``async with`` to unsubscribe
+    deterministically.
     """
 
-    def __init__(self, hub: EventHub) -> None:
+    def __init__(self, hub: EventHub, thread_id: str | None, max_queue: int) -> None:
         self._hub = hub
+        self._thread_id = thread_id
+        self._max_queue = max_queue
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._done = False
+        self._ended = False  # nothing more will be queued
+        self._last_queued: str | None = None
 
-    def _put(self, event: Event | None) -> None:
-        self._queue.put_nowait(event)
+    @property
+    def thread_id(self) -> str | None:
+        """The thread this stream follows (``None``: every thread)."""
+        return self._thread_id
 
     @property
     def backlog(self) -> int:
         return self._queue.qsize()
+
+    def _wants(self, event: Event) -> bool:
+        return self._thread_id is None or event.thread_id == self._thread_id
+
+    def _put(self, event: Event) -> None:
+        """Queue one event, or, past the bound, end the stream with an overflow gap."""
+        if self._ended:
+            return
+        if self._queue.qsize() >= self._max_queue:
+            self._gap("overflow", f"the consumer fell more than {self._max_queue} events behind")
+            self._end()
+            self._hub.unsubscribe(self)
+            return
+        self._queue.put_nowait(event)
+        self._last_queued = event.event_id
+
+    def _gap(self, reason: Literal["overflow", "expired"], message: str) -> None:
+        self._queue.put_nowait(
+            StreamGap(
+                thread_id=self._thread_id or "",
+                reason=reason,
+                last_event_id=self._last_queued,
+                message=message,
+            )
+        )
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._queue.put_nowait(None)
 
     def __aiter__(self) -> Self:
         return self
@@ -48,6 +107,7 @@ class EventStream(AsyncIterator[Event]):
 
     async def aclose(self) -> None:
         self._done = True
+        self._ended = True
         self._hub.unsubscribe(self)
 
     async def __aenter__(self) -> Self:
@@ -63,15 +123,42 @@ class EventStream(AsyncIterator[Event]):
 
 
 class EventHub:
-    def __init__(self) -> None:
+    def __init__(self, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         self._streams: list[EventStream] = []
         self._closed = False
+        self.history = EventHistory(history_limit)
         self.emitted = 0
 
-    def subscribe(self) -> EventStream:
-        stream = EventStream(self)
+    @property
+    def subscribers(self) -> int:
+        return len(self._streams)
+
+    def subscribe(
+        self,
+        thread_id: str | None = None,
+        *,
+        after: str | None = None,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+    ) -> EventStream:
+        stream = EventStream(self, thread_id, max_queue)
+        if after is not None:
+            missed = self.history.after(thread_id, after)
+            if missed is None:
+                stream._gap(
+                    "expired",
+                    f"event {after!r:.60} is not retained; replaying from the oldest retained",
+                )
+                missed = self.history.retained(thread_id)
+            else:
+                stream._last_queued = after
+            # The replay may itself exceed the bound: the stream then ends with a gap
+            # after the first ``max_queue`` events, like any slow consumer.
+            for event in missed:
+                stream._put(event)
+                if stream._ended:
+                    return stream
         if self._closed:
-            stream._put(None)
+            stream._end()
         else:
             self._streams.append(stream)
         return stream
@@ -82,11 +169,13 @@ class EventHub:
 
     def emit(self, event: Event) -> None:
         self.emitted += 1
-        for stream in self._streams:
-            stream._put(event)
+        self.history.record(event)
+        for stream in tuple(self._streams):
+            if stream._wants(event):
+                stream._put(event)
 
     def close(self) -> None:
         self._closed = True
         for stream in self._streams:
-            stream._put(None)
+            stream._end()
         self._streams.clear()

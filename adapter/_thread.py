@@ -66,6 +66,8 @@ class ThreadState:
     # Tree membership: every session of this thread (root included) -> the turn it was born in.
     sessions: dict[str, str | None] = field(default_factory=dict)
     parents: dict[str, str | None] = field(default_factory=dict)
+    #: Titles of the tree's sessions, as their ``session.created`` said.
+    titles: dict[str, str] = field(default_factory=dict)
     ledger: MessageLedger = field(default_factory=MessageLedger)
     compactions: CompactionLedger = field(default_factory=CompactionLedger)
     pending: dict[str, OpenRequest] = field(default_factory=dict)

@@ -159,6 +159,7 @@ async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
         e.type for e in rec.events if e.type.startswith("turn.") and e.type != "turn.usage"
     ] == [
         "turn.started",
+        "turn.stopping",
         "turn.aborted",
     ]
 
