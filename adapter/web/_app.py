@@ -1,0 +1,250 @@
+"""The routes of the stop-button backend, over an :class:`adapter.OpenCodeAdapter`.
+
+The app owns nothing: the host creates, enters and closes the adapter, and may
+mount this app under any prefix of its own Starlette/FastAPI app. Every route
+answers JSON (``docs/web.md``, "Endpoints"), and every failure goes through
+:func:`adapter.web._errors.response_for`, the one place that maps the adapter's
+exceptions to statuses.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+import adapter
+
+from ._auth import BearerAuth
+from ._body import (
+    model_value,
+    optional_str,
+    read_object,
+    required_str,
+    resume_value,
+    thread_id_value,
+)
+from ._errors import ApiError, error_response, invalid, response_for
+from ._sse import event_response
+
+__all__ = ["STATIC_DIR", "create_app"]
+
+#: The page and its files (``GET /``, ``GET /static/{file}``).
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+_log = structlog.get_logger("adapter.web")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+_DECISIONS = ("accept", "accept_for_session", "decline")
+
+
+def create_app(
+    oc: adapter.OpenCodeAdapter,
+    *,
+    token: str | None = None,
+    max_queue: int = 10_000,
+    ping: float = 15.0,
+) -> Starlette:
+    """The ASGI app (Starlette) serving the page and the JSON/SSE API over ``oc``.
+
+    ``token``: when set, every route but the page (``GET /``) and ``/static/*``
+    needs ``Authorization: Bearer <token>`` (the events route also takes
+    ``?token=``, for ``EventSource``); set one whenever the app listens beyond
+    loopback. ``max_queue``: events an SSE client may have unread before its stream
+    ends with an overflow ``stream.gap`` frame (it reconnects with ``Last-Event-ID``
+    and catches up from the adapter's history). ``ping``: seconds between SSE
+    keep-alive comments (0: none).
+    """
+    if not isinstance(oc, adapter.OpenCodeAdapter):
+        raise adapter.InvalidInputError("create_app needs an OpenCodeAdapter")
+    if token is not None and (not isinstance(token, str) or not token):
+        raise adapter.InvalidInputError("token must be a non-empty string or None")
+    if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+        raise adapter.InvalidInputError("max_queue must be a positive integer")
+    if isinstance(ping, bool) or not isinstance(ping, int | float) or ping < 0:
+        raise adapter.InvalidInputError("ping must be a number of seconds >= 0")
+    api = _Api(oc, max_queue=max_queue, ping=float(ping))
+    routes: list[BaseRoute] = [
+        Route("/", _page, methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=STATIC_DIR, check_dir=False), name="static"),
+        Route("/threads", _guard(api.create_thread), methods=["POST"]),
+        Route("/threads", _guard(api.list_threads), methods=["GET"]),
+        Route("/threads/{thread_id}", _guard(api.get_thread), methods=["GET"]),
+        Route("/threads/{thread_id}/turns", _guard(api.send_turn), methods=["POST"]),
+        Route("/threads/{thread_id}/stop", _guard(api.stop), methods=["POST"]),
+        Route("/threads/{thread_id}/events", _guard(api.events), methods=["GET"]),
+        Route("/threads/{thread_id}/tree", _guard(api.tree), methods=["GET"]),
+        Route(
+            "/threads/{thread_id}/requests/{request_id}",
+            _guard(api.reply),
+            methods=["POST"],
+        ),
+    ]
+    middleware = [Middleware(BearerAuth, token=token)] if token is not None else []
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: _http_error},
+    )
+
+
+def _guard(handler: Endpoint) -> Endpoint:
+    """Every route's failures become the one error shape (never a traceback)."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:
+            return response_for(exc)
+
+    endpoint.__name__ = handler.__name__
+    return endpoint
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 (an unknown route or file), in the app's shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    else:
+        message = f"nothing at {request.url.path}"
+    return error_response(status, "not_found", message)
+
+
+async def _page(request: Request) -> Response:
+    index = STATIC_DIR / "index.html"
+    if not index.is_file():
+        return error_response(404, "not_found", "the page is not installed")
+    return FileResponse(index, media_type="text/html")
+
+
+class _Api:
+    def __init__(self, oc: adapter.OpenCodeAdapter, *, max_queue: int, ping: float) -> None:
+        self._oc = oc
+        self._max_queue = max_queue
+        self._ping = ping
+        self._starting: set[str] = set()
+
+    def _thread(self, request: Request) -> str:
+        """The path's thread id, known to the adapter (else 404 ``unknown_thread``)."""
+        thread_id: str = request.path_params["thread_id"]
+        if not self._oc.has_session(thread_id):
+            raise adapter.UnknownThreadError(thread_id)
+        return thread_id
+
+    def _info(self, thread_id: str) -> adapter.SessionInfo:
+        for info in self._oc.list_sessions():
+            if info.thread_id == thread_id:
+                return info
+        raise adapter.UnknownThreadError(thread_id)
+
+    # -- threads ---------------------------------------------------------------------
+
+    async def create_thread(self, request: Request) -> Response:
+        body = await read_object(request, frozenset({"thread_id", "title", "resume"}))
+        thread_id = thread_id_value(body) or f"t_{secrets.token_hex(6)}"
+        title = optional_str(body, "title")
+        resume = resume_value(body)
+        if self._oc.has_session(thread_id) or thread_id in self._starting:
+            raise ApiError(409, "conflict", f"thread {thread_id!r} already exists")
+        self._starting.add(thread_id)
+        try:
+            info = await self._oc.start_session(thread_id, title=title, resume=resume)
+        except adapter.InvalidInputError as exc:
+            raise invalid("resume" if resume is not None else "thread_id", str(exc)) from None
+        finally:
+            self._starting.discard(thread_id)
+        _log.info("web.thread_created", thread_id=thread_id, session_id=info.session_id)
+        return JSONResponse(info.to_dict(), status_code=201)
+
+    async def list_threads(self, request: Request) -> Response:
+        return JSONResponse([info.to_dict() for info in self._oc.list_sessions()])
+
+    async def get_thread(self, request: Request) -> Response:
+        return JSONResponse(self._info(self._thread(request)).to_dict())
+
+    # -- turns and the stop ----------------------------------------------------------
+
+    async def send_turn(self, request: Request) -> Response:
+        thread_id = self._thread(request)
+        body = await read_object(request, frozenset({"text", "model", "agent"}))
+        text = required_str(body, "text")
+        model = model_value(body)
+        agent = optional_str(body, "agent")
+        try:
+            turn = await self._oc.send_turn(thread_id, text, model=model, agent=agent)
+        except adapter.InvalidInputError as exc:
+            raise invalid(_field_named(str(exc), ("model", "agent"), "text"), str(exc)) from None
+        return JSONResponse({"turn_id": turn.turn_id}, status_code=202)
+
+    async def stop(self, request: Request) -> Response:
+        """``interrupt_turn``: concurrent calls (double clicks, several tabs) share one
+        stop and all get its result; the adapter's timeouts bound it."""
+        thread_id = self._thread(request)
+        await read_object(request, frozenset())
+        result = await self._oc.interrupt_turn(thread_id)
+        return JSONResponse(result.to_dict())
+
+    # -- what a page follows ---------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        thread_id = self._thread(request)
+        after = request.headers.get("last-event-id") or request.query_params.get("after")
+        if after is not None and not after.strip():
+            after = None
+        oc, max_queue = self._oc, self._max_queue
+
+        def subscribe() -> adapter.EventStream:
+            return oc.events(thread_id, after=after, max_queue=max_queue)
+
+        return event_response(subscribe, thread_id, ping=self._ping)
+
+    async def tree(self, request: Request) -> Response:
+        tree = await self._oc.session_tree(self._thread(request))
+        return JSONResponse(tree.to_dict())
+
+    # -- permission and question replies ---------------------------------------------
+
+    async def reply(self, request: Request) -> Response:
+        thread_id = self._thread(request)
+        request_id: str = request.path_params["request_id"]
+        body = await read_object(request, frozenset({"decision", "answers", "reject"}))
+        given = [k for k in ("decision", "answers", "reject") if k in body]
+        if len(given) != 1:
+            raise invalid(
+                given[1] if len(given) > 1 else "decision",
+                "give exactly one of decision, answers or reject",
+            )
+        if "decision" in body:
+            decision = required_str(body, "decision")
+            if decision not in _DECISIONS:
+                raise invalid("decision", f"decision must be one of {', '.join(_DECISIONS)}")
+            await self._oc.respond_to_request(thread_id, request_id, decision)
+        elif "answers" in body:
+            answers: Any = body["answers"]
+            if not isinstance(answers, dict | list):
+                raise invalid("answers", "answers must be an object or an array")
+            try:
+                await self._oc.respond_to_user_input(thread_id, request_id, answers)
+            except adapter.InvalidInputError as exc:
+                raise invalid("answers", str(exc)) from None
+        else:
+            if body["reject"] is not True:
+                raise invalid("reject", "reject must be true")
+            await self._oc.reject_user_input(thread_id, request_id)
+        return JSONResponse({"ok": True})
+
+
+def _field_named(message: str, fields: tuple[str, ...], default: str) -> str:
+    """The field an adapter ``InvalidInputError`` message starts with, else ``default``."""
+    return next((f for f in fields if message.startswith(f)), default)

@@ -1,0 +1,94 @@
+"""The app's one error shape, and the one mapping of adapter exceptions to statuses.
+
+Every failure a client sees is ``{"error": {"type", "message"}}`` (a 422 adds
+``"field"``, a failed stop adds ``"stop"``), with a ``type`` from a small stable
+set a page can switch on. The adapter's messages carry no credentials (its
+client never puts headers or userinfo URLs into them); an unexpected exception
+is logged and answered ``internal`` with a fixed message, so neither a
+traceback nor a secret can reach a body.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+import structlog
+from starlette.responses import JSONResponse
+
+import adapter
+
+__all__ = ["ApiError", "error_response", "invalid", "response_for"]
+
+_log = structlog.get_logger("adapter.web")
+
+
+class ApiError(Exception):
+    """A failure the app answers as it is: ``status``, a stable ``type``, a message."""
+
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        message: str,
+        *,
+        field: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.status = status
+        self.type = type
+        self.message = message
+        self.field = field
+        self.extra = extra or {}
+        super().__init__(message)
+
+
+def error_response(
+    status: int,
+    type: str,
+    message: str,
+    *,
+    field: str | None = None,
+    extra: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    error: dict[str, Any] = {"type": type, "message": message}
+    if field is not None:
+        error["field"] = field
+    return JSONResponse({"error": error, **(extra or {})}, status_code=status, headers=headers)
+
+
+def invalid(field: str, message: str) -> ApiError:
+    return ApiError(422, "invalid_input", message, field=field)
+
+
+def response_for(exc: Exception, *, field: str | None = None) -> JSONResponse:
+    """The answer to ``exc`` raised by a route; ``field`` names the body field an
+    :class:`adapter.InvalidInputError` is about (the route knows what it passed)."""
+    if isinstance(exc, ApiError):
+        return error_response(exc.status, exc.type, exc.message, field=exc.field, extra=exc.extra)
+    if isinstance(exc, adapter.UnknownThreadError):
+        return error_response(404, "unknown_thread", str(exc))
+    if isinstance(exc, adapter.UnknownRequestError):
+        return error_response(404, "not_found", str(exc))
+    if isinstance(exc, adapter.InvalidInputError):
+        return error_response(422, "invalid_input", str(exc), field=field or "body")
+    if isinstance(exc, adapter.TreeStopError):
+        _log.warning("web.stop_failed", error=str(exc))
+        return error_response(502, "stop_failed", str(exc), extra={"stop": exc.report.to_dict()})
+    if isinstance(
+        exc,
+        adapter.SessionClosedError | adapter.TurnCancelledError | adapter.AdapterClosedError,
+    ):
+        return error_response(409, "conflict", str(exc))
+    if isinstance(exc, adapter.OpenCodeError):
+        _log.warning("web.opencode_error", error=str(exc), error_type=type(exc).__name__)
+        return error_response(502, "opencode_error", str(exc))
+    # The formatted traceback, not ``exc_info``: a rich console renderer would print
+    # the frames' locals, and one of them may hold a credential.
+    _log.error(
+        "web.internal_error",
+        error_type=type(exc).__name__,
+        traceback="".join(traceback.format_exception(exc)),
+    )
+    return error_response(500, "internal", "internal error (see the server log)")

@@ -1,0 +1,174 @@
+"""Driving ``adapter.web`` in tests.
+
+JSON routes go through ``httpx.ASGITransport``. The event stream cannot: httpx
+0.28's ``ASGITransport`` collects the whole body before it returns the response,
+and an event stream has no end. So :class:`SseClient` drives the ASGI app
+directly: it plays the server's part (``receive``/``send``), parses the frames as
+they are sent, can make the client slow (``send`` waits until ``resume()``) and
+disconnects the way a server does (``http.disconnect``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message
+
+
+@dataclass(frozen=True)
+class Frame:
+    id: str | None
+    event: str | None
+    data: str
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+def parse_frame(block: str) -> Frame | None:
+    """One SSE block; ``None`` for a comment-only block (a keep-alive ping)."""
+    fields: dict[str, list[str]] = {}
+    for line in block.splitlines():
+        if not line or line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name, []).append(value.removeprefix(" "))
+    if not fields:
+        return None
+    ids = fields.get("id")
+    events = fields.get("event")
+    return Frame(
+        id=ids[-1] if ids else None,
+        event=events[-1] if events else None,
+        data="\n".join(fields.get("data", [])),
+    )
+
+
+class SseClient:
+    """One ``GET`` of the event stream, driven in a task of the test's loop."""
+
+    def __init__(
+        self, app: ASGIApp, url: str, headers: dict[str, str] | None = None, *, slow: bool = False
+    ) -> None:
+        parts = urlsplit(url)
+        self.scope: dict[str, Any] = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": parts.path,
+            "raw_path": parts.path.encode(),
+            "root_path": "",
+            "query_string": parts.query.encode(),
+            "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+            "client": ("127.0.0.1", 50000),
+            "server": ("testserver", 80),
+        }
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.ended = False
+        self._app = app
+        self._buffer = ""
+        self._frames: asyncio.Queue[Frame | None] = asyncio.Queue()
+        self._body = b""
+        self._started = asyncio.Event()
+        self._gone = asyncio.Event()
+        self._flowing = asyncio.Event()
+        if not slow:
+            self._flowing.set()
+        self._requested = False
+        self._task = asyncio.create_task(self._run())
+
+    async def _receive(self) -> Message:
+        if not self._requested:
+            self._requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def _send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = {k.decode(): v.decode() for k, v in message.get("headers", [])}
+            self._started.set()
+            return
+        await self._flowing.wait()
+        chunk: bytes = message.get("body", b"")
+        self._body += chunk
+        self._buffer += chunk.decode()
+        self._buffer = self._buffer.replace("\r\n", "\n")
+        while "\n\n" in self._buffer:
+            block, self._buffer = self._buffer.split("\n\n", 1)
+            frame = parse_frame(block)
+            if frame is not None:
+                self._frames.put_nowait(frame)
+        if not message.get("more_body", False):
+            self.ended = True
+            self._frames.put_nowait(None)
+
+    async def _run(self) -> None:
+        try:
+            await self._app(self.scope, self._receive, self._send)
+        finally:
+            self._started.set()
+            self._frames.put_nowait(None)
+
+    async def started(self, timeout: float = 5.0) -> int:
+        async with asyncio.timeout(timeout):
+            await self._started.wait()
+        assert self.status is not None
+        return self.status
+
+    def resume(self) -> None:
+        """A slow client starts reading."""
+        self._flowing.set()
+
+    @property
+    def body(self) -> bytes:
+        return self._body
+
+    async def next(self, timeout: float = 5.0) -> Frame | None:
+        """The next frame, or ``None`` once the response has ended."""
+        async with asyncio.timeout(timeout):
+            return await self._frames.get()
+
+    async def until(self, event_type: str, timeout: float = 5.0) -> list[Frame]:
+        """Every frame up to and including the first of ``event_type``."""
+        frames: list[Frame] = []
+        while True:
+            frame = await self.next(timeout)
+            assert frame is not None, f"the stream ended before {event_type}: {frames}"
+            frames.append(frame)
+            if frame.event == event_type:
+                return frames
+
+    async def rest(self, timeout: float = 5.0) -> list[Frame]:
+        """Every frame until the response ends."""
+        frames: list[Frame] = []
+        while (frame := await self.next(timeout)) is not None:
+            frames.append(frame)
+        return frames
+
+    async def finished(self, timeout: float = 5.0) -> None:
+        """The app's call has returned (the response is over, its tasks are done)."""
+        async with asyncio.timeout(timeout):
+            await self._task
+
+    async def disconnect(self, timeout: float = 5.0) -> None:
+        self._gone.set()
+        self._flowing.set()
+        await self.finished(timeout)
+
+    async def aclose(self) -> None:
+        self._gone.set()
+        self._flowing.set()
+        if not self._task.done():
+            self._task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._task

@@ -1,0 +1,306 @@
+"""The JSON routes of ``adapter.web``: threads, turns, the tree, request replies, errors."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from adapter import OpenCodeAdapter
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Question, Task, Text
+from tests.adapter_support import Recorder
+
+COLOR = {
+    "question": "Which color?",
+    "header": "Color",
+    "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}],
+}
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    body = response.json()
+    assert set(body) >= {"error"}, body
+    assert isinstance(body["error"]["type"], str) and isinstance(body["error"]["message"], str)
+    return dict(body["error"])
+
+
+async def expect_invalid(response: httpx.Response, field: str) -> str:
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert error["type"] == "invalid_input" and error["field"] == field, error
+    return str(error["message"])
+
+
+# --------------------------------------------------------------------------- threads
+
+
+async def test_a_thread_is_created_listed_and_read(
+    client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    made = await client.post("/threads", json={"thread_id": "t1", "title": "My thread"})
+    assert made.status_code == 201
+    info = made.json()
+    assert info["thread_id"] == "t1" and info["status"] == "ready"
+    assert info["session_id"] in fake.sessions and fake.sessions[info["session_id"]].title == (
+        "My thread"
+    )
+    assert info["resume"] and info["active_turn_id"] is None and info["last_error"] is None
+
+    generated = await client.post("/threads")
+    assert generated.status_code == 201
+    assert re.fullmatch(r"t_[0-9a-f]{12}", generated.json()["thread_id"])
+
+    listed = await client.get("/threads")
+    assert listed.status_code == 200
+    assert {t["thread_id"] for t in listed.json()} == {"t1", generated.json()["thread_id"]}
+    one = await client.get("/threads/t1")
+    assert one.status_code == 200 and one.json() == info
+
+
+async def test_a_thread_resumes_from_its_cursor(
+    client: httpx.AsyncClient, oc: OpenCodeAdapter
+) -> None:
+    first = (await client.post("/threads", json={"thread_id": "a"})).json()
+    again = await client.post("/threads", json={"thread_id": "b", "resume": first["resume"]})
+    assert again.status_code == 201 and again.json()["session_id"] == first["session_id"]
+
+
+async def test_an_existing_thread_id_is_a_conflict(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/threads", json={"thread_id": "t1"})).status_code == 201
+    again = await client.post("/threads", json={"thread_id": "t1"})
+    assert again.status_code == 409 and error_of(again)["type"] == "conflict"
+
+
+async def test_an_unknown_thread_is_404_on_every_thread_route(client: httpx.AsyncClient) -> None:
+    for method, path, body in [
+        ("GET", "/threads/nope", None),
+        ("POST", "/threads/nope/turns", {"text": "hi"}),
+        ("POST", "/threads/nope/stop", None),
+        ("GET", "/threads/nope/events", None),
+        ("GET", "/threads/nope/tree", None),
+        ("POST", "/threads/nope/requests/per_1", {"decision": "accept"}),
+    ]:
+        response = await client.request(method, path, json=body)
+        assert response.status_code == 404, (method, path)
+        error = error_of(response)
+        assert error["type"] == "unknown_thread" and "nope" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        (b"{not json", "body"),
+        (b"[1, 2]", "body"),
+        (b'"text"', "body"),
+        (b'{"thread_id": 7}', "thread_id"),
+        (b'{"thread_id": ""}', "thread_id"),
+        (b'{"thread_id": "a/b"}', "thread_id"),
+        (b'{"title": ["x"]}', "title"),
+        (b'{"title": "  "}', "title"),
+        (b'{"resume": "ses_1"}', "resume"),
+        (b'{"resume": {"session_id": 3}}', "resume"),
+        (b'{"colour": "red"}', "colour"),
+    ],
+)
+async def test_a_bad_thread_body_is_422_naming_the_field(
+    client: httpx.AsyncClient, oc: OpenCodeAdapter, content: bytes, field: str
+) -> None:
+    response = await client.post(
+        "/threads", content=content, headers={"content-type": "application/json"}
+    )
+    await expect_invalid(response, field)
+    assert oc.list_sessions() == []
+
+
+# --------------------------------------------------------------------------- turns
+
+
+async def test_a_turn_is_accepted_and_runs(
+    client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("hello", [Text("hello there")])
+    root = (await client.post("/threads", json={"thread_id": "t"})).json()["session_id"]
+    sent = await client.post(
+        "/threads/t/turns", json={"text": "hi [[script:hello]]", "model": "prov/mod-1"}
+    )
+    assert sent.status_code == 202
+    turn_id = sent.json()["turn_id"]
+    assert sent.json() == {"turn_id": turn_id}
+    done = await rec.wait_for("turn.completed")
+    assert done.turn_id == turn_id and done.state == "completed"
+    [user] = [m for m in fake.sessions[root].messages if m.role == "user"]
+    assert user.to_json()["info"]["model"] == {"providerID": "prov", "modelID": "mod-1"}
+
+
+async def test_a_running_thread_shows_its_active_turn(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("hang", [Hang()])
+    await client.post("/threads", json={"thread_id": "t"})
+    turn_id = (await client.post("/threads/t/turns", json={"text": "[[script:hang]]"})).json()[
+        "turn_id"
+    ]
+    await rec.wait_for("turn.started")
+    info = (await client.get("/threads/t")).json()
+    assert info["status"] == "running" and info["active_turn_id"] == turn_id
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "text"),
+        ({"text": ""}, "text"),
+        ({"text": 3}, "text"),
+        ({"text": "hi", "model": "gpt"}, "model"),
+        ({"text": "hi", "model": "a/ b"}, "model"),
+        ({"text": "hi", "model": 1}, "model"),
+        ({"text": "hi", "agent": ""}, "agent"),
+        ({"text": "hi", "agent": {}}, "agent"),
+        ({"text": "hi", "files": []}, "files"),
+    ],
+)
+async def test_a_bad_turn_body_is_422_naming_the_field(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, body: dict[str, Any], field: str
+) -> None:
+    await client.post("/threads", json={"thread_id": "t"})
+    await expect_invalid(await client.post("/threads/t/turns", json=body), field)
+    assert [r for r in fake.requests if r.path.endswith("/prompt_async")] == []
+
+
+async def test_invalid_json_is_422(client: httpx.AsyncClient) -> None:
+    await client.post("/threads", json={"thread_id": "t"})
+    response = await client.post(
+        "/threads/t/turns", content=b'{"text": ', headers={"content-type": "application/json"}
+    )
+    assert "not valid JSON" in await expect_invalid(response, "body")
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+async def test_the_tree_lists_the_root_first_then_its_subagents_with_statuses(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("child", [Hang()])
+    fake.script("root", [Task("explore", "child")])
+    root = (await client.post("/threads", json={"thread_id": "t"})).json()["session_id"]
+    await client.post("/threads/t/turns", json={"text": "[[script:root]]"})
+    child = await rec.wait_for("child.started")
+    response = await client.get("/threads/t/tree")
+    assert response.status_code == 200
+    tree = response.json()
+    assert tree["thread_id"] == "t" and tree["root_id"] == root
+    sessions = tree["sessions"]
+    assert [s["session_id"] for s in sessions] == [root, child.session_id]
+    assert sessions[0]["parent_id"] is None and sessions[0]["depth"] == 0
+    assert sessions[1]["parent_id"] == root and sessions[1]["depth"] == 1
+    assert {s["status"] for s in sessions} == {"busy"}
+
+
+async def test_a_server_failure_is_502_opencode_error(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
+    await client.post("/threads", json={"thread_id": "t"})
+    fake.fail("GET", "/session/status", status=500, times=None)
+    response = await client.get("/threads/t/tree")
+    assert response.status_code == 502
+    error = error_of(response)
+    assert error["type"] == "opencode_error" and "HTTP 500" in error["message"]
+
+
+# --------------------------------------------------------------------------- requests
+
+
+async def test_a_permission_request_is_answered(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("ask", [Permission("bash", ["ls"]), Text("done")])
+    await client.post("/threads", json={"thread_id": "t"})
+    await client.post("/threads/t/turns", json={"text": "[[script:ask]]"})
+    opened = await rec.wait_for("request.opened")
+    path = f"/threads/t/requests/{opened.request_id}"
+    await expect_invalid(await client.post(path, json={"decision": "maybe"}), "decision")
+    await expect_invalid(await client.post(path, json={}), "decision")
+    await expect_invalid(
+        await client.post(path, json={"decision": "accept", "reject": True}), "reject"
+    )
+    answered = await client.post(path, json={"decision": "accept"})
+    assert answered.status_code == 200 and answered.json() == {"ok": True}
+    resolved = await rec.wait_for("request.resolved")
+    assert resolved.decision == "accept"
+    await rec.wait_for("turn.completed")
+    gone = await client.post(path, json={"decision": "accept"})
+    assert gone.status_code == 404 and error_of(gone)["type"] == "not_found"
+
+
+async def test_a_question_is_answered_and_bad_answers_name_the_field(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("ask", [Question([COLOR]), Text("thanks")])
+    await client.post("/threads", json={"thread_id": "t"})
+    await client.post("/threads/t/turns", json={"text": "[[script:ask]]"})
+    asked = await rec.wait_for("user-input.requested")
+    path = f"/threads/t/requests/{asked.request_id}"
+    message = await expect_invalid(
+        await client.post(path, json={"answers": {"Colr": "red"}}), "answers"
+    )
+    assert "'Colr'" in message
+    await expect_invalid(await client.post(path, json={"answers": "red"}), "answers")
+    ok = await client.post(path, json={"answers": {"Color": "blue"}})
+    assert ok.status_code == 200 and ok.json() == {"ok": True}
+    resolved = await rec.wait_for("user-input.resolved")
+    assert resolved.answers == (("blue",),)
+
+
+async def test_a_question_is_rejected(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("ask", [Question([COLOR]), Text("never said")])
+    await client.post("/threads", json={"thread_id": "t"})
+    await client.post("/threads/t/turns", json={"text": "[[script:ask]]"})
+    asked = await rec.wait_for("user-input.requested")
+    path = f"/threads/t/requests/{asked.request_id}"
+    await expect_invalid(await client.post(path, json={"reject": False}), "reject")
+    ok = await client.post(path, json={"reject": True})
+    assert ok.status_code == 200
+    assert (await rec.wait_for("user-input.resolved")).decision == "rejected"
+
+
+async def test_an_unknown_request_is_404_not_found(client: httpx.AsyncClient) -> None:
+    await client.post("/threads", json={"thread_id": "t"})
+    for body in ({"decision": "accept"}, {"answers": ["red"]}, {"reject": True}):
+        response = await client.post("/threads/t/requests/per_unknown", json=body)
+        assert response.status_code == 404 and error_of(response)["type"] == "not_found"
+
+
+# --------------------------------------------------------------------------- everything else
+
+
+async def test_unknown_routes_and_methods_answer_the_error_shape(client: httpx.AsyncClient) -> None:
+    missing = await client.get("/nothing/here")
+    assert missing.status_code == 404 and error_of(missing)["type"] == "not_found"
+    wrong = await client.delete("/threads")
+    assert wrong.status_code == 405 and error_of(wrong)["type"] == "not_found"
+    no_file = await client.get("/static/no-such-file.js")
+    assert no_file.status_code == 404 and error_of(no_file)["type"] == "not_found"
+
+
+async def test_an_unexpected_failure_is_500_without_a_traceback(
+    client: httpx.AsyncClient,
+    oc: OpenCodeAdapter,
+    monkeypatch: pytest.MonkeyPatch,
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    def broken() -> list[Any]:
+        raise RuntimeError("secret detail in a bug")
+
+    monkeypatch.setattr(oc, "list_sessions", broken)
+    response = await client.get("/threads")
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {"type": "internal", "message": "internal error (see the server log)"}
+    }
+    [logged] = [e for e in captured_logs if e["event"] == "web.internal_error"]
+    assert logged["error_type"] == "RuntimeError" and "secret detail" in logged["traceback"]

@@ -1,0 +1,299 @@
+"""``GET /threads/{id}/events``: one thread's events as SSE, resumable, bounded, leak-free.
+
+Driven through the ASGI interface directly (``tests/web/support.py`` says why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from adapter import OpenCodeAdapter
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
+from adapter.web import create_app
+from tests.adapter_support import Recorder
+from tests.web.support import Frame, SseClient
+
+T = "t"
+
+
+@pytest.fixture
+async def streams(app: Starlette) -> AsyncIterator[list[SseClient]]:
+    """Every SSE client a test opens, closed at its end whatever happened."""
+    opened: list[SseClient] = []
+    yield opened
+    for sse in opened:
+        await sse.aclose()
+
+
+def subscribers(oc: OpenCodeAdapter) -> int:
+    return oc._core.hub.subscribers
+
+
+async def open_stream(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    streams: list[SseClient],
+    url: str = f"/threads/{T}/events",
+    headers: dict[str, str] | None = None,
+    *,
+    slow: bool = False,
+    wait_subscribed: bool = True,
+) -> SseClient:
+    """An SSE client whose subscription exists when this returns (unless told not to
+    wait: a replay larger than the queue ends the subscription as it is made)."""
+    before = subscribers(oc)
+    sse = SseClient(app, url, headers, slow=slow)
+    streams.append(sse)
+    assert await sse.started() == 200
+    assert sse.headers["content-type"].startswith("text/event-stream")
+    async with asyncio.timeout(5):
+        while wait_subscribed and subscribers(oc) == before:
+            await asyncio.sleep(0.001)
+    return sse
+
+
+def serves_the_stream(task: asyncio.Task[object]) -> bool:
+    """A task running sse-starlette's or the app's code for a response. (sse-starlette's
+    ``_shutdown_watcher`` is one task per event loop, by its design, not per response.)"""
+    if task.get_coro().__qualname__ == "_shutdown_watcher":  # type: ignore[union-attr]
+        return False
+    files = [f.f_code.co_filename for f in task.get_stack()]
+    return any("sse_starlette" in f or "adapter/web" in f for f in files)
+
+
+def recorded_ids(rec: Recorder, thread_id: str = T) -> list[str]:
+    return [e.event_id for e in rec.events if e.thread_id == thread_id]
+
+
+def ids(frames: list[Frame]) -> list[str | None]:
+    return [f.id for f in frames]
+
+
+async def completed_turn(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, name: str
+) -> str:
+    fake.script(name, [Text(f"{name} says hello in several words")])
+    turn_id = (
+        await client.post(f"/threads/{T}/turns", json={"text": f"[[script:{name}]]"})
+    ).json()["turn_id"]
+    await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
+    return str(turn_id)
+
+
+async def test_each_frame_is_one_event_of_the_thread(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    await client.post("/threads", json={"thread_id": T})
+    sse = await open_stream(app, oc, streams)
+    await client.post("/threads", json={"thread_id": "other"})  # not this stream's
+    turn_id = await completed_turn(client, fake, rec, "hello")
+    frames = await sse.until("turn.completed")
+    for frame in frames:
+        data = frame.json()
+        assert frame.id == data["event_id"] and frame.event == data["type"]
+        assert data["thread_id"] == T and "raw" not in data
+    assert frames[0].event == "turn.started" and frames[-1].json()["turn_id"] == turn_id
+    assert "content.delta" in [f.event for f in frames]
+    mine = recorded_ids(rec)
+    start = mine.index(frames[0].id)
+    assert ids(frames) == mine[start : start + len(frames)]
+
+
+async def test_the_stream_ends_when_the_thread_exits_and_leaves_nothing_behind(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    await client.post("/threads", json={"thread_id": T})
+    baseline = subscribers(oc)
+    sse = await open_stream(app, oc, streams)
+    assert subscribers(oc) == baseline + 1
+    await oc.stop_session(T)
+    frames = await sse.until("session.exited")
+    assert await sse.next() is None and sse.ended
+    await sse.finished()
+    assert frames[-1].json()["thread_id"] == T
+    assert subscribers(oc) == baseline
+
+
+async def test_a_client_that_goes_away_leaves_no_subscription_or_task(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    fake.script("hang", [Hang()])
+    await client.post("/threads", json={"thread_id": T})
+    baseline = subscribers(oc)
+    sse = await open_stream(app, oc, streams)
+    await client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})
+    assert (await sse.next()) is not None  # streaming
+    await sse.disconnect()
+    assert subscribers(oc) == baseline
+    await asyncio.sleep(0)
+    assert [t for t in asyncio.all_tasks() if serves_the_stream(t)] == []
+    # the thread goes on: the turn is still running, and a new client can follow it
+    assert (await client.get(f"/threads/{T}")).json()["status"] == "running"
+
+
+async def test_last_event_id_resumes_exactly_after_that_event(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    await client.post("/threads", json={"thread_id": T})
+    await completed_turn(client, fake, rec, "first")
+    history = recorded_ids(rec)
+    resume_after = history[history.index(rec.of("turn.started", T)[0].event_id) + 2]
+    sse = await open_stream(app, oc, streams, headers={"Last-Event-ID": resume_after})
+    replayed = await sse.until("turn.completed")
+    assert ids(replayed) == history[history.index(resume_after) + 1 :]
+    # then live, with nothing doubled across the seam
+    await completed_turn(client, fake, rec, "second")
+    live = await sse.until("turn.completed")
+    everything = ids(replayed + live)
+    assert len(everything) == len(set(everything))
+    assert everything == recorded_ids(rec)[history.index(resume_after) + 1 :]
+
+
+async def test_the_after_query_resumes_like_the_header(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    await client.post("/threads", json={"thread_id": T})
+    await completed_turn(client, fake, rec, "first")
+    history = recorded_ids(rec)
+    started = rec.of("turn.started", T)[0].event_id
+    sse = await open_stream(app, oc, streams, f"/threads/{T}/events?after={started}")
+    replayed = await sse.until("turn.completed")
+    assert ids(replayed) == history[history.index(started) + 1 :]
+
+
+async def test_an_id_outside_the_window_starts_with_a_gap_frame(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    await client.post("/threads", json={"thread_id": T})
+    await completed_turn(client, fake, rec, "first")
+    sse = await open_stream(app, oc, streams, headers={"Last-Event-ID": "evt_long_gone"})
+    gap = await sse.next()
+    assert gap is not None and gap.event == "stream.gap"
+    data = gap.json()
+    assert data["reason"] == "expired" and data["thread_id"] == T
+    assert gap.id == data["last_event_id"], "a gap frame carries the last real event's id"
+    assert gap.id != data["event_id"]
+    retained = await sse.until("turn.completed")
+    assert set(ids(retained)) <= set(recorded_ids(rec))
+    assert retained[-1].id == rec.of("turn.completed", T)[-1].event_id
+
+
+async def test_a_client_that_falls_behind_gets_a_gap_then_the_end_and_catches_up(
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    app = create_app(oc, max_queue=3, ping=0)
+    await client.post("/threads", json={"thread_id": T})
+    baseline = subscribers(oc)
+    slow = await open_stream(app, oc, streams, slow=True)
+    fake.script(
+        "burst", [Text("one two"), Tool("bash", {"command": "ls"}, output="x"), Text("end")]
+    )
+    turn_id = (await client.post(f"/threads/{T}/turns", json={"text": "[[script:burst]]"})).json()[
+        "turn_id"
+    ]
+    await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
+    mine = recorded_ids(rec)
+    assert len(mine) > 10, "the turn must produce more events than the queue holds"
+    slow.resume()
+    frames = await slow.rest()
+    await slow.finished()
+    assert subscribers(oc) == baseline, "an overflowed stream is closed"
+    *delivered, gap = frames
+    assert gap.event == "stream.gap" and gap.json()["reason"] == "overflow"
+    assert gap.id == delivered[-1].id == gap.json()["last_event_id"]
+    assert len(delivered) < len(mine)
+    # EventSource reconnects with the gap's id and catches up from history: a replay
+    # larger than the queue comes in chunks of max_queue events, each ended by a gap.
+    received, last = list(delivered), gap.id
+    for _ in range(len(mine)):
+        again = await open_stream(
+            app, oc, streams, headers={"Last-Event-ID": str(last)}, wait_subscribed=False
+        )
+        chunk: list[Frame] = []
+        while (frame := await again.next()) is not None:
+            chunk.append(frame)
+            if frame.event in ("turn.completed", "stream.gap"):
+                break
+        assert chunk and len([f for f in chunk if f.event != "stream.gap"]) <= 3
+        if chunk[-1].event == "stream.gap":
+            assert chunk[-1].id == chunk[-2].id
+            received += chunk[:-1]
+            last = chunk[-1].id
+            continue
+        received += chunk
+        break
+    everything = ids(received)
+    assert everything[-1] == rec.of("turn.completed", T)[-1].event_id
+    assert everything == mine[mine.index(str(delivered[0].id)) :]
+    assert len(everything) == len(set(everything))
+
+
+async def test_a_stop_shows_on_the_stream_as_stopping_then_aborted(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    fake.script("hang", [Hang()])
+    await client.post("/threads", json={"thread_id": T})
+    sse = await open_stream(app, oc, streams)
+    turn_id = (await client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})).json()[
+        "turn_id"
+    ]
+    await rec.wait_for("turn.started")
+    assert (await client.post(f"/threads/{T}/stop")).status_code == 200
+    frames = await sse.until("turn.aborted")
+    types = [f.event for f in frames]
+    assert types.index("turn.stopping") < types.index("turn.aborted")
+    assert frames[types.index("turn.stopping")].json()["turn_id"] == turn_id
+
+
+async def test_a_head_request_opens_no_subscription(
+    client: httpx.AsyncClient, oc: OpenCodeAdapter
+) -> None:
+    await client.post("/threads", json={"thread_id": T})
+    before = subscribers(oc)
+    response = await client.head(f"/threads/{T}/events")
+    assert response.status_code == 200 and response.content == b""
+    assert subscribers(oc) == before
