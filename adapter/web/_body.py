@@ -37,9 +37,18 @@ _MODEL = re.compile(r"^[^/\s]+/\S+$")
 
 async def read_object(request: Request, allowed: frozenset[str]) -> dict[str, Any]:
     """The body as a JSON object with only ``allowed`` keys (an empty body is ``{}``)."""
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise invalid("body", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    too_large = invalid("body", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # stop reading once over the bound
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:

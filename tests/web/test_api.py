@@ -169,6 +169,15 @@ async def test_a_bad_turn_body_is_422_naming_the_field(
     assert [r for r in fake.requests if r.path.endswith("/prompt_async")] == []
 
 
+async def test_a_body_over_the_bound_is_refused_unread(client: httpx.AsyncClient) -> None:
+    await client.post("/threads", json={"thread_id": "t"})
+    huge = b'{"text": "' + b"x" * (4 * 1024 * 1024) + b'"}'
+    response = await client.post(
+        "/threads/t/turns", content=huge, headers={"content-type": "application/json"}
+    )
+    assert "larger than" in await expect_invalid(response, "body")
+
+
 async def test_invalid_json_is_422(client: httpx.AsyncClient) -> None:
     await client.post("/threads", json={"thread_id": "t"})
     response = await client.post(
