@@ -1,0 +1,49 @@
+"""Serving an app with uvicorn on a free loopback port, and a headless Chromium page.
+
+Chromium is Debian's package (``make test`` installs it when ``/usr/bin/chromium`` is
+missing); Playwright drives it through ``executable_path``, as browser downloads are
+impossible here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from playwright.async_api import Browser, async_playwright
+
+from adapter.testing._real_server import free_port
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """uvicorn serving ``app`` on this event loop; yields the page's URL."""
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(10):
+            while not server.started:
+                assert not task.done(), "uvicorn did not start"
+                await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{config.port}/"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@contextlib.asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield browser
+        finally:
+            await browser.close()

@@ -1,0 +1,139 @@
+"""The page's other paths in headless Chromium, over the in-process fake server.
+
+The real-server browser test (``test_browser.py``) covers a Stop that works; these
+cover what it cannot provoke: a Stop that fails (the clicking tab and a second tab
+that learns it from the stream), a page opened with a token, answering a permission
+request with its buttons, and server text that looks like HTML. uvicorn serves the
+app on 127.0.0.1; Chromium is Debian's (``tests/web/browser_support.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from playwright.async_api import Browser, Page
+
+from adapter import OpenCodeAdapter
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
+from adapter.web import create_app
+from tests.web.browser_support import chromium, serving
+
+HOSTILE = '<img src=x onerror="window.pwned=1">'
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with chromium() as b:
+        yield b
+
+
+async def open_page(browser: Browser, url: str) -> tuple[Page, list[str]]:
+    page = await browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    await page.goto(url)
+    await page.wait_for_selector("body[data-ready=true]")
+    return page, errors
+
+
+async def test_a_failed_stop_says_so_in_this_tab_and_in_another(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
+) -> None:
+    fake.script("refused-child", [Hang()])
+    fake.script(
+        "refused",
+        [
+            Tool("bash", {"command": "echo hi"}, output="hi\n"),
+            Task("explore", "refused-child"),
+            Hang(),  # the refused root goes on once its child was stopped
+        ],
+    )
+    info = await oc.start_session("t1")
+    async with serving(create_app(oc, ping=0)) as url:
+        page, errors = await open_page(browser, f"{url}?thread=t1")
+        other, other_errors = await open_page(browser, f"{url}?thread=t1")
+        await page.fill("#prompt", "[[script:refused]]")
+        await page.click("#send")
+        await page.wait_for_selector(".session.child")
+        await other.wait_for_selector(".session.child")
+        refusal = fake.fail(
+            "POST",
+            f"/session/{info.session_id}/abort",
+            status=400,
+            times=None,
+            body={"name": "BadRequest", "data": {"message": "refused"}},
+        )
+        await page.click("#stop")
+        for tab in (page, other):
+            status = tab.locator('#stop-status[data-state="failed"]')
+            await status.wait_for(timeout=15_000)
+            assert (await status.text_content() or "").startswith("Stop failed: ")
+            root_row = tab.locator(f'#stop-report tr[data-stop-session="{info.session_id}"]')
+            assert await root_row.get_attribute("data-outcome") == "failed"
+            assert "refused" in (await root_row.inner_text())
+            # Nothing that finished is cleared, and Stop can be pressed again.
+            assert "hi" in await tab.locator('.tool[data-tool="bash"] .tool-detail').inner_text()
+            assert await tab.locator("#stop").is_enabled()
+        refusal.remove()
+        await other.click("#stop")
+        for tab in (page, other):
+            await tab.wait_for_selector('#stop-status[data-state="stopped"]', timeout=15_000)
+        assert await other.locator("#stop-report tr[data-stop-session]").count() == 2
+        assert not errors and not other_errors, errors + other_errors
+
+
+async def test_the_token_from_the_fragment_is_sent_and_its_absence_explained(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
+) -> None:
+    fake.script("hello", [Text("hello from the agent")])
+    async with serving(create_app(oc, token="tok-9", ping=0)) as url:
+        page, _ = await open_page(browser, url)
+        assert "unauthorized" in (await page.text_content("#errors") or "")
+
+        page, errors = await open_page(browser, f"{url}#token=tok-9")
+        await page.click("#new-thread")
+        await page.wait_for_function("document.getElementById('thread-id').textContent !== ''")
+        await page.fill("#prompt", "[[script:hello]]")
+        await page.click("#send")
+        await page.wait_for_selector("text=hello from the agent")  # over EventSource ?token=
+        await page.wait_for_function(
+            "document.getElementById('turn-state').textContent === 'completed'"
+        )
+        assert "?thread=t_" in page.url and page.url.endswith("#token=tok-9")
+        assert not errors, errors
+
+
+async def test_a_permission_request_is_answered_with_its_buttons_and_html_stays_text(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
+) -> None:
+    fake.script(
+        "asks",
+        [
+            Permission(
+                "bash",
+                patterns=["echo hostile"],
+                tool=Tool("bash", {"command": "echo hostile"}, output=HOSTILE),
+            ),
+            Text(f"done {HOSTILE}"),
+        ],
+    )
+    await oc.start_session("t2")
+    async with serving(create_app(oc, ping=0)) as url:
+        page, errors = await open_page(browser, f"{url}?thread=t2")
+        await page.fill("#prompt", "[[script:asks]]")
+        await page.click("#send")
+        request = page.locator("[data-request-id]")
+        await request.wait_for(timeout=10_000)
+        assert "Permission: bash echo hostile" in await request.inner_text()
+        await request.locator('button[data-decision="accept"]').click()
+        await request.wait_for(state="detached", timeout=10_000)
+        await page.wait_for_function(
+            "document.getElementById('turn-state').textContent === 'completed'"
+        )
+        detail = page.locator('.tool[data-tool="bash"] .tool-detail')
+        assert await detail.text_content() == HOSTILE
+        assert HOSTILE in await page.locator("#transcript").inner_text()
+        assert await page.locator("#transcript img").count() == 0
+        assert await page.evaluate("window.pwned") is None
+        assert not errors, errors
