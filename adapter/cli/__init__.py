@@ -19,6 +19,7 @@ from .._logging import configure_logging
 from ._commands import run_command, stop_command, tree_command
 from ._demo import demo_command
 from ._render import Out
+from ._web import add_web_parser, web_command
 
 __all__ = ["amain", "main"]
 
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         "demo", parents=[common], help="the whole story: a real tree, Stop, and proof"
     )
     demo.add_argument("--fake", action="store_true", help="use the in-process fake server")
+    add_web_parser(sub, common)
     return parser
 
 
@@ -79,6 +81,8 @@ async def _dispatch(args: argparse.Namespace, out: Out) -> int:
         return await stop_command(args, out)
     if args.command == "run":
         return await run_command(args, out)
+    if args.command == "web":
+        return await web_command(args, out)
     return await demo_command(args, out)
 
 
