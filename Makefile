@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OPENCODE_VERSION := 1.18.34
 
-.PHONY: test test-matrix lint typecheck unit venv opencode demo clean
+.PHONY: test test-matrix lint typecheck unit venv opencode chromium demo web clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,12 @@ venv: $(STAMP)
 opencode:
 	@OPENCODE_VERSION=$(OPENCODE_VERSION) bash scripts/install-opencode.sh
 
+## Debian's chromium for the browser test (Playwright drives it; it cannot download one).
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -27,7 +33,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict -p adapter
 
 ## Everything CI runs: lint, types, and the whole test suite (real server included).
-test: $(STAMP) opencode lint typecheck
+test: $(STAMP) opencode chromium lint typecheck
 	$(BIN)/python -m pytest -q
 
 ## The real suite against every OpenCode release of tests/real/releases.toml
@@ -36,11 +42,15 @@ test-matrix: $(STAMP)
 	$(BIN)/python scripts/test-matrix.py $(foreach r,$(RELEASE),--release $(r))
 
 ## Tests without the real server (fast loop while developing).
-unit: $(STAMP)
+unit: $(STAMP) chromium
 	$(BIN)/python -m pytest -q -m "not real"
 
 demo: $(STAMP)
 	$(BIN)/opencode-tree demo
+
+## The stop-button page (adapter.web) on a real local OpenCode with a scripted model.
+web: $(STAMP) opencode
+	$(BIN)/opencode-tree web --try
 
 clean:
 	rm -rf $(VENV) .opencode .pytest_cache .mypy_cache .ruff_cache
