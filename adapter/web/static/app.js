@@ -89,6 +89,7 @@
     items: new Map(), // item_id -> node
     texts: new Map(), // content item_id -> text node
     rootSessionId: null,
+    rootTitle: null,
     turnActive: false,
     stopping: false,
     stopReported: false,
@@ -178,7 +179,7 @@
     if (turn.root) return turn.root;
     // One root block per turn (the same OpenCode session, a fresh section).
     state.sessions.delete(sessionId);
-    const block = sessionBlock(sessionId, null, "root session", turnId);
+    const block = sessionBlock(sessionId, null, state.rootTitle || "root session", turnId);
     turn.root = block;
     return block;
   }
@@ -468,6 +469,7 @@
       $("connection").textContent = `thread ended${e.reason ? `: ${e.reason}` : ""}`;
     },
     "thread.metadata.updated": (e) => {
+      state.rootTitle = e.title;
       const block = state.sessions.get(state.rootSessionId);
       if (block) block.node.querySelector(".session-title").textContent = e.title;
     },
@@ -479,6 +481,11 @@
       setStatus("running");
       setTurnState("running", true);
       state.stopReported = false;
+      if (!state.stopping) {
+        // The previous turn's "stopped" no longer describes what runs now.
+        $("stop-status").textContent = "";
+        delete $("stop-status").dataset.state;
+      }
     },
     "turn.completed": (e) => {
       state.endedTurns.add(e.turn_id);
@@ -570,6 +577,8 @@
     state.items.clear();
     state.texts.clear();
     state.currentTurn = null;
+    state.endedTurns.clear();
+    state.rootTitle = null;
     state.stopping = false;
     state.stopReported = false;
     $("transcript").replaceChildren();
