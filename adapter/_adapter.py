@@ -228,6 +228,7 @@ class OpenCodeAdapter:
         thread_id: str | None = None,
         *,
         after: str | None = None,
+        replay: bool = False,
         max_queue: int = DEFAULT_MAX_QUEUE,
     ) -> EventStream:
         """A new consumer of canonical events: of one thread, or of all (``None``).
@@ -236,6 +237,8 @@ class OpenCodeAdapter:
         retained event after that one first (the thread's current and previous turn,
         at most ``event_history`` events per thread; ``docs/adapter.md``, "Events").
         An ``after`` no longer retained starts with a ``stream.gap`` (``expired``).
+        ``replay=True`` (without ``after``) starts with everything retained: what a
+        page that loads mid-turn needs to draw the turn so far.
         A consumer more than ``max_queue`` events behind gets a ``stream.gap``
         (``overflow``) and its stream ends: subscribe again with
         ``after=gap.last_event_id`` to catch up. Nothing is lost or doubled between
@@ -246,7 +249,11 @@ class OpenCodeAdapter:
             raise InvalidInputError("after must be an event_id or None")
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
             raise InvalidInputError(f"max_queue must be a positive integer, got {max_queue!r:.40}")
-        return self._core.hub.subscribe(thread_id, after=after, max_queue=max_queue)
+        if not isinstance(replay, bool):
+            raise InvalidInputError("replay must be a bool")
+        if replay and after is not None:
+            raise InvalidInputError("give after or replay, not both")
+        return self._core.hub.subscribe(thread_id, after=after, replay=replay, max_queue=max_queue)
 
     def list_sessions(self) -> list[SessionInfo]:
         return [t.info() for t in self._core.threads.values()]

@@ -103,6 +103,7 @@ class Interrupts:
             )
         if not thread.closing:
             thread.lifecycle.stop_done()
+            thread.lifecycle.stopped(stop.turn_id, result.stop)
         stop.future.set_result(result)
 
     async def _stop_tree_of(self, thread: ThreadState, stop: Stop) -> InterruptResult:

@@ -31,6 +31,7 @@ from ._events import (
     TurnRetrying,
     TurnStarted,
     TurnStopFailed,
+    TurnStopped,
     TurnStopping,
     TurnUsageUpdated,
 )
@@ -238,6 +239,10 @@ class Lifecycle:
         """A stop of the tree began: ``stopping``, told to every subscriber."""
         self._move(ThreadPhase.STOPPING)
         self._emit(TurnStopping(thread_id=self.thread_id, turn_id=self.turn_id))
+
+    def stopped(self, turn_id: str | None, report: StopReport | None) -> None:
+        """The stop worked: ``turn.stopped`` with the walk's report."""
+        self._emit(TurnStopped(thread_id=self.thread_id, turn_id=turn_id, stop=report))
 
     def stop_failed(self, turn_id: str | None, error: BaseException) -> None:
         """The stop could not stop the whole tree: ``turn.stop_failed`` with the first

@@ -15,7 +15,8 @@ Rules:
   blocks the emitter or other subscribers, and never grows without bound; it
   catches up by subscribing again with ``after=gap.last_event_id``;
 - ``after=`` an event that is no longer retained starts with a ``stream.gap``
-  (``reason="expired"``) and then everything retained.
+  (``reason="expired"``) and then everything retained; ``replay=True`` starts with
+  everything retained (a page that loads mid-turn draws the turn so far).
 """
 
 from __future__ import annotations
@@ -138,12 +139,14 @@ class EventHub:
         thread_id: str | None = None,
         *,
         after: str | None = None,
+        replay: bool = False,
         max_queue: int = DEFAULT_MAX_QUEUE,
     ) -> EventStream:
         stream = EventStream(self, thread_id, max_queue)
+        missed: list[Event] = []
         if after is not None:
-            missed = self.history.after(thread_id, after)
-            if missed is None:
+            found = self.history.after(thread_id, after)
+            if found is None:
                 stream._gap(
                     "expired",
                     f"event {after!r:.60} is not retained; replaying from the oldest retained",
@@ -151,12 +154,15 @@ class EventHub:
                 missed = self.history.retained(thread_id)
             else:
                 stream._last_queued = after
-            # The replay may itself exceed the bound: the stream then ends with a gap
-            # after the first ``max_queue`` events, like any slow consumer.
-            for event in missed:
-                stream._put(event)
-                if stream._ended:
-                    return stream
+                missed = found
+        elif replay:
+            missed = self.history.retained(thread_id)
+        # The replay may itself exceed the bound: the stream then ends with a gap
+        # after the first ``max_queue`` events, like any slow consumer.
+        for event in missed:
+            stream._put(event)
+            if stream._ended:
+                return stream
         if self._closed:
             stream._end()
         else:

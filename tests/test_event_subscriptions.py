@@ -19,6 +19,7 @@ from adapter import (
     Timeouts,
     TreeStopError,
     TurnStopFailed,
+    TurnStopped,
     TurnStopping,
 )
 from adapter._event_history import EventHistory
@@ -195,8 +196,31 @@ async def test_a_replay_longer_than_the_queue_ends_with_a_gap(
     assert got[-1].last_event_id == got[1].event_id
 
 
+async def test_replay_starts_with_everything_retained_kept_without_raw(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    fake.script("s", [Text("x"), Tool("bash", {"command": "ls"}, output="a\n")])
+    live = oc.events(A)
+    await oc.start_session(A)
+    await one_turn(oc, rec, A, "s")
+    sent = drain(live)
+    replayed = drain(oc.events(A, replay=True))
+    assert [e.event_id for e in replayed] == [e.event_id for e in sent]
+    assert any(e.raw is not None for e in sent)  # the live events carry the native event
+    assert all(e.raw is None for e in replayed)  # the retained copies do not
+    assert [e.to_dict() for e in replayed] == [e.to_dict() for e in sent]
+
+
 async def test_subscription_arguments_are_checked(oc: OpenCodeAdapter) -> None:
-    for kwargs in ({"max_queue": 0}, {"max_queue": True}, {"after": ""}, {"thread_id": ""}):
+    with pytest.raises(InvalidInputError):
+        oc.events(A, after="ev_00000001", replay=True)
+    for kwargs in (
+        {"max_queue": 0},
+        {"max_queue": True},
+        {"after": ""},
+        {"thread_id": ""},
+        {"replay": 1},
+    ):
         with pytest.raises(InvalidInputError):
             oc.events(**kwargs)  # type: ignore[arg-type]
 
@@ -216,9 +240,28 @@ async def test_a_stop_is_announced_before_it_ends(
     types = [e.type for e in drain(watcher)]
     assert types.count("turn.stopping") == 1
     assert types.index("turn.stopping") < types.index("turn.aborted")
+    assert types.count("turn.stopped") == 1
+    assert types.index("turn.aborted") < types.index("turn.stopped")
     stopping = rec.of("turn.stopping", A)[0]
     assert isinstance(stopping, TurnStopping) and stopping.turn_id == turn.turn_id
+    stopped = rec.of("turn.stopped", A)[0]
+    assert isinstance(stopped, TurnStopped) and stopped.turn_id == turn.turn_id
+    assert stopped.stop is stops[0].stop and stopped.stop is not None and stopped.stop.ok
     assert rec.of("turn.stop_failed", A) == []
+
+
+async def test_a_stop_without_a_turn_is_announced_and_ends_too(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    info = await oc.start_session(A)
+    watcher = oc.events(A)
+    result = await oc.interrupt_turn(A)
+    got = drain(watcher)
+    assert [e.type for e in got] == ["turn.stopping", "turn.stopped"]
+    assert all(e.turn_id is None for e in got)
+    stopped = got[1]
+    assert isinstance(stopped, TurnStopped) and stopped.stop is result.stop
+    assert stopped.stop is not None and stopped.stop.root_id == info.session_id
 
 
 async def test_a_failed_stop_reaches_the_stream_with_its_report(
@@ -238,6 +281,7 @@ async def test_a_failed_stop_reaches_the_stream_with_its_report(
     assert failed.turn_id == turn.turn_id and failed.first_failure == bad
     assert failed.error_type == "TreeStopError" and failed.error
     assert failed.stop is not None and failed.stop[bad].outcome == "failed"
+    assert rec.of("turn.stopped", A) == []
     data = json.loads(json.dumps(failed.to_dict()))
     assert data["stop"]["sessions"][0]["session_id"] == info.session_id
     assert {s["session_id"]: s["outcome"] for s in data["stop"]["sessions"]}[bad] == "failed"

@@ -161,6 +161,7 @@ async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
         "turn.started",
         "turn.stopping",
         "turn.aborted",
+        "turn.stopped",
     ]
 
 

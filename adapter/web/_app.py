@@ -202,10 +202,13 @@ class _Api:
         after = request.headers.get("last-event-id") or request.query_params.get("after")
         if after is not None and not after.strip():
             after = None
+        # ``?replay=1``: start with the retained history (a page opened mid-turn); a
+        # reconnect's Last-Event-ID wins over it, so nothing is sent twice.
+        replay = after is None and request.query_params.get("replay") in ("1", "true")
         oc, max_queue = self._oc, self._max_queue
 
         def subscribe() -> adapter.EventStream:
-            return oc.events(thread_id, after=after, max_queue=max_queue)
+            return oc.events(thread_id, after=after, replay=replay, max_queue=max_queue)
 
         return event_response(subscribe, thread_id, ping=self._ping)
 

@@ -70,7 +70,8 @@ async def test_a_late_subscriber_the_tree_and_the_stop_on_the_stream(
         assert types.index("turn.stopping") < types.index("turn.aborted")
         stopping = next(e for e in live if e.type == "turn.stopping")
         assert stopping.turn_id == turn.turn_id
-        assert "turn.stop_failed" not in types
+        assert types[-1] == "turn.stopped" and "turn.stop_failed" not in types
+        assert live[-1].stop is result.stop
         for event in whole:
             assert json.loads(json.dumps(event.to_dict()))["event_id"] == event.event_id
         assert any(

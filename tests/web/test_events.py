@@ -191,6 +191,29 @@ async def test_the_after_query_resumes_like_the_header(
     assert ids(replayed) == history[history.index(started) + 1 :]
 
 
+async def test_replay_draws_the_turn_so_far_and_a_reconnect_id_wins_over_it(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    await client.post("/threads", json={"thread_id": T})
+    await completed_turn(client, fake, rec, "first")
+    history = recorded_ids(rec)
+    sse = await open_stream(app, oc, streams, f"/threads/{T}/events?replay=1")
+    replayed = await sse.until("turn.completed")
+    assert ids(replayed) == history
+    assert replayed[0].event == "session.started"
+    started = rec.of("turn.started", T)[0].event_id
+    again = await open_stream(
+        app, oc, streams, f"/threads/{T}/events?replay=1", headers={"Last-Event-ID": started}
+    )
+    resumed = await again.until("turn.completed")
+    assert ids(resumed) == history[history.index(started) + 1 :]
+
+
 async def test_an_id_outside_the_window_starts_with_a_gap_frame(
     app: Starlette,
     oc: OpenCodeAdapter,

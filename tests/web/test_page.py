@@ -137,3 +137,40 @@ async def test_a_permission_request_is_answered_with_its_buttons_and_html_stays_
         assert await page.locator("#transcript img").count() == 0
         assert await page.evaluate("window.pwned") is None
         assert not errors, errors
+
+
+async def test_a_page_opened_mid_turn_draws_the_turn_so_far_and_the_other_tabs_stop(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
+) -> None:
+    fake.script("late-child", [Hang()])
+    fake.script(
+        "late",
+        [
+            Tool("bash", {"command": "echo early"}, output="early output\n"),
+            Task("dig", "late-child"),
+        ],
+    )
+    await oc.start_session("t3")
+    async with serving(create_app(oc, ping=0)) as url:
+        page, errors = await open_page(browser, f"{url}?thread=t3")
+        await page.fill("#prompt", "[[script:late]]")
+        await page.click("#send")
+        await page.wait_for_selector(".session.child")
+        # Opened after the tool call finished and the subagent started: replayed.
+        late, late_errors = await open_page(browser, f"{url}?thread=t3")
+        await late.wait_for_selector(".session.child")
+        detail = late.locator('.tool[data-tool="bash"] .tool-detail')
+        assert "early output" in (await detail.text_content() or "")
+        assert await late.locator("#stop").is_enabled()
+        await page.click("#stop")
+        # The late tab never made the call: the stream's turn.stopped brings the report.
+        await late.wait_for_selector('#stop-status[data-state="stopped"]', timeout=15_000)
+        rows = late.locator("#stop-report tr[data-stop-session]")
+        assert await rows.count() == 2
+        assert {await rows.nth(i).get_attribute("data-outcome") for i in range(2)} == {"aborted"}
+        # A reload after the stop shows the same: the turn, its output and the report.
+        await late.reload()
+        await late.wait_for_selector('#stop-status[data-state="stopped"]', timeout=15_000)
+        assert await late.locator("#stop-report tr[data-stop-session]").count() == 2
+        assert "early output" in await late.locator("#transcript").inner_text()
+        assert not errors and not late_errors, errors + late_errors

@@ -515,6 +515,16 @@
       showStopping();
     },
     "turn.stop_failed": (e) => stopFailed(e.error, e.stop),
+    "turn.stopped": (e) => {
+      // Every tab learns how the stop went, not only the one that pressed Stop.
+      if (state.stopReported) return;
+      state.stopping = false;
+      state.stopReported = true;
+      $("stop-status").textContent = "stopped";
+      $("stop-status").dataset.state = "stopped";
+      renderReport(e.stop, e.stop ? "Stopped" : null);
+      $("stop").disabled = !state.turnActive;
+    },
     "content.delta": appendText,
     "item.started": toolItem,
     "item.updated": toolItem,
@@ -551,6 +561,10 @@
     if (state.source) state.source.close();
     const url = new URL(apiUrl(`threads/${encodeURIComponent(threadId)}/events`));
     if (token) url.searchParams.set("token", token);
+    // First the retained history (the current and previous turn), so a page opened or
+    // reloaded mid-turn draws the turn so far; a reconnect sends Last-Event-ID, which
+    // the server honours first, so nothing is drawn twice.
+    url.searchParams.set("replay", "1");
     const source = new EventSource(url.toString());
     // A turn sent before the stream is connected would be missed: send() waits for it.
     state.connected = new Promise((resolve) => source.addEventListener("open", resolve, { once: true }));
