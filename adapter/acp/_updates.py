@@ -1,0 +1,422 @@
+"""Canonical events of one thread -> ACP ``session/update`` payloads.
+
+ACP has no notion of a session tree: a client shows one flat list of tool calls
+and one answer. So every tool call of every session of the tree becomes an ACP
+``tool_call`` (a subagent's are titled after the subagent, ``explore > bash …``),
+and each ``task`` call carries its subagent's progress as its content: one line
+per call of the child, nested to any depth (a grandchild's calls indented under
+the child's ``task`` line), then the child's short answer once the task ended.
+The links come from ``child.started`` (the child's parent session) and the task
+call that spawned it (OpenCode's ``metadata.sessionId`` on the running task part,
+else the task whose ``description`` starts the child's title, else the parent's
+newest unlinked task call).
+
+Only the root's answer and reasoning are streamed as ``agent_message_chunk`` /
+``agent_thought_chunk``: the adapter emits ``content.delta`` for the root only,
+and a subagent's text is its task's result, not the answer.
+
+Nothing here does I/O: :class:`UpdateMapper` turns one event into zero or more
+updates, and the agent sends them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from acp.helpers import (
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_tool_call,
+    update_user_message_text,
+)
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ContentToolCallContent,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallStatus,
+    ToolKind,
+    UserMessageChunk,
+)
+
+from adapter import (
+    AnyEvent,
+    ChildStarted,
+    ContentDelta,
+    ItemCompleted,
+    ItemEvent,
+    ItemStarted,
+    ItemUpdated,
+    Message,
+    PartialResult,
+)
+
+__all__ = ["SessionUpdate", "UpdateMapper", "history_updates", "tool_kind"]
+
+SessionUpdate: TypeAlias = (
+    AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress | UserMessageChunk
+)
+
+_KINDS: dict[str, ToolKind] = {
+    "bash": "execute",
+    "shell": "execute",
+    "edit": "edit",
+    "write": "edit",
+    "patch": "edit",
+    "multiedit": "edit",
+    "apply_patch": "edit",
+    "read": "read",
+    "grep": "search",
+    "glob": "search",
+    "list": "search",
+    "ls": "search",
+    "codesearch": "search",
+    "websearch": "search",
+    "webfetch": "fetch",
+    "task": "think",
+    "todowrite": "think",
+    "todoread": "think",
+}
+
+_STATUSES: dict[str, ToolCallStatus] = {
+    "pending": "pending",
+    "running": "in_progress",
+    "completed": "completed",
+    "error": "failed",
+}
+
+#: How much of a subagent's answer its task call shows (the raw output has it all).
+SUMMARY_CHARS = 600
+_INPUT_KEYS = ("command", "filePath", "path", "pattern", "url", "description", "query")
+_TASK_RESULT = re.compile(r"<task_result>\s*(.*?)\s*</task_result>", re.S)
+
+
+def tool_kind(tool: str) -> ToolKind:
+    """The ACP kind of an OpenCode tool: clients pick icons and treatment by it."""
+    return _KINDS.get(tool, "other")
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _preview(tool: str, tool_input: Mapping[str, Any], title: str | None = None) -> str:
+    """A call's title: the tool and its main argument. OpenCode's own title is only a
+    fallback: it changes as the call runs (a ``read`` ends titled with the bare path)."""
+    for key in _INPUT_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return f"{tool} {_one_line(value)}"
+    return f"{tool} {_one_line(title)}" if title else tool
+
+
+def task_summary(output: str | None) -> str:
+    """The subagent's answer inside a task call's output (``<task_result>``), shortened."""
+    if not output:
+        return ""
+    match = _TASK_RESULT.search(output)
+    text = (match.group(1) if match else output).strip()
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _metadata_session(raw: Mapping[str, Any] | None) -> str | None:
+    """OpenCode's ``metadata.sessionId`` of a running ``task`` part: the child it spawned."""
+    if not isinstance(raw, Mapping):
+        return None
+    props = raw.get("properties")
+    part = props.get("part") if isinstance(props, Mapping) else None
+    state = part.get("state") if isinstance(part, Mapping) else None
+    metadata = state.get("metadata") if isinstance(state, Mapping) else None
+    child = metadata.get("sessionId") if isinstance(metadata, Mapping) else None
+    return child if isinstance(child, str) and child else None
+
+
+@dataclass(slots=True)
+class _Call:
+    """One tool call as the client was told of it."""
+
+    call_id: str
+    session_id: str
+    tool: str
+    title: str
+    status: ToolCallStatus
+    tool_input: Mapping[str, Any]
+    output: str | None = None
+    child_session: str | None = None  # a task call's subagent
+    terminal: bool = False
+
+
+@dataclass(slots=True)
+class UpdateMapper:
+    """The translation state of one ACP session (one adapter thread)."""
+
+    root_session_id: str
+    _calls: dict[str, _Call] = field(default_factory=dict)
+    _by_session: dict[str, list[str]] = field(default_factory=dict)
+    _parents: dict[str, str] = field(default_factory=dict)
+    _titles: dict[str, str] = field(default_factory=dict)
+    _spawner: dict[str, str] = field(default_factory=dict)  # child session -> task call id
+    #: The root's answer text sent in the current turn (to send only what a stop kept).
+    sent_text: str = ""
+
+    def new_turn(self) -> None:
+        self.sent_text = ""
+
+    def call_id(self, session_id: str, item_id: str) -> str:
+        """The ACP tool call id of an item: the item id for the root, else prefixed by its
+        session (call ids are only unique within a session)."""
+        return item_id if session_id == self.root_session_id else f"{session_id}/{item_id}"
+
+    def known_call(self, call_id: str) -> bool:
+        return call_id in self._calls
+
+    def label(self, session_id: str) -> str:
+        """The subagent path of a session, for titles (``""`` for the root)."""
+        names: list[str] = []
+        current = session_id
+        seen: set[str] = set()
+        while current != self.root_session_id and current not in seen:
+            seen.add(current)
+            spawner = self._calls.get(self._spawner.get(current, ""))
+            desc = spawner.tool_input.get("description") if spawner else None
+            names.append(
+                desc if isinstance(desc, str) and desc else self._titles.get(current, "subagent")
+            )
+            parent = self._parents.get(current)
+            if parent is None:
+                break
+            current = parent
+        return " > ".join(reversed([_one_line(n, 40) for n in names]))
+
+    def title_for(
+        self, session_id: str, tool: str, tool_input: Mapping[str, Any], title: str | None
+    ) -> str:
+        base = _preview(tool, tool_input, title)
+        label = self.label(session_id)
+        return f"{label} > {base}" if label else base
+
+    # -- events ---------------------------------------------------------------------
+
+    def updates(self, event: AnyEvent) -> list[SessionUpdate]:
+        if isinstance(event, ContentDelta):
+            if event.session_id != self.root_session_id or not event.delta:
+                return []
+            if event.stream == "reasoning_text":
+                return [update_agent_thought_text(event.delta)]
+            self.sent_text += event.delta
+            return [update_agent_message_text(event.delta)]
+        if isinstance(event, ChildStarted):
+            return self._child(event)
+        if isinstance(event, ItemStarted | ItemUpdated | ItemCompleted):
+            return self._item(event)
+        return []
+
+    def _child(self, event: ChildStarted) -> list[SessionUpdate]:
+        self._parents[event.session_id] = event.parent_id
+        if event.title:
+            self._titles[event.session_id] = event.title
+        if event.session_id in self._spawner:
+            return []
+        spawner = self._find_spawner(event.parent_id, event.title)
+        if spawner is None:
+            return []
+        return self._link(spawner, event.session_id)
+
+    def _find_spawner(self, parent: str, title: str | None) -> _Call | None:
+        tasks = [
+            self._calls[c]
+            for c in self._by_session.get(parent, [])
+            if self._calls[c].tool == "task" and self._calls[c].child_session is None
+        ]
+        for call in tasks:
+            desc = call.tool_input.get("description")
+            if title and isinstance(desc, str) and desc and title.startswith(desc):
+                return call
+        running = [c for c in tasks if not c.terminal]
+        return running[-1] if running else None
+
+    def _link(self, call: _Call, child: str) -> list[SessionUpdate]:
+        call.child_session = child
+        self._spawner[child] = call.call_id
+        return self._refresh_ancestors(child)
+
+    def _item(self, event: ItemEvent) -> list[SessionUpdate]:
+        sid = event.session_id
+        call_id = self.call_id(sid, event.item_id)
+        status = _STATUSES.get(event.status, "in_progress")
+        call = self._calls.get(call_id)
+        out: list[SessionUpdate] = []
+        tool_input = dict(event.input)
+        if call is None:
+            call = _Call(
+                call_id,
+                sid,
+                event.tool,
+                self.title_for(sid, event.tool, tool_input, event.title),
+                status,
+                tool_input,
+            )
+            self._calls[call_id] = call
+            self._by_session.setdefault(sid, []).append(call_id)
+            out.append(
+                start_tool_call(
+                    call_id,
+                    call.title,
+                    kind=tool_kind(event.tool),
+                    status=status,
+                    raw_input=tool_input or None,
+                )
+            )
+        else:
+            call.status = status
+            call.tool_input = tool_input or call.tool_input
+            call.title = self.title_for(sid, event.tool, call.tool_input, event.title)
+        if isinstance(event, ItemCompleted):
+            call.terminal = True
+            call.output = event.detail
+        if event.tool == "task" and call.child_session is None:
+            child = _metadata_session(event.raw)
+            if child is not None and child not in self._spawner:
+                self._spawner[child] = call_id
+                call.child_session = child
+        if out and not isinstance(event, ItemCompleted):
+            out.extend(self._refresh_ancestors(sid))
+            return out
+        out.append(
+            update_tool_call(
+                call_id,
+                title=call.title,
+                status=status,
+                raw_input=tool_input or None,
+                raw_output=event.detail if isinstance(event, ItemCompleted) else None,
+                content=self._content(call),
+            )
+        )
+        out.extend(self._refresh_ancestors(sid))
+        return out
+
+    # -- a task call's content: its subagent's progress ---------------------------------
+
+    def _content(self, call: _Call) -> list[ContentToolCallContent] | None:
+        if call.tool == "task":
+            text = self._task_text(call)
+            return [tool_content(text_block(text))] if text else None
+        if call.terminal and call.output:
+            return [tool_content(text_block(call.output))]
+        return None
+
+    def _task_text(self, call: _Call) -> str:
+        lines = self._progress_lines(call.child_session, 0, set()) if call.child_session else []
+        summary = task_summary(call.output) if call.status == "completed" else (call.output or "")
+        if summary:
+            lines.append(summary)
+        return "\n".join(lines)
+
+    def _progress_lines(self, session: str | None, depth: int, seen: set[str]) -> list[str]:
+        if session is None or session in seen:
+            return []
+        seen.add(session)
+        lines: list[str] = []
+        for cid in self._by_session.get(session, []):
+            call = self._calls[cid]
+            base = _preview(call.tool, call.tool_input)
+            lines.append(f"{'  ' * depth}- {base} [{call.status}]")
+            if call.tool == "task":
+                lines.extend(self._progress_lines(call.child_session, depth + 1, seen))
+        return lines
+
+    def _refresh_ancestors(self, session: str) -> list[SessionUpdate]:
+        """The progress of every task call above ``session`` changed: resend their content."""
+        out: list[SessionUpdate] = []
+        seen: set[str] = set()
+        current = session
+        while current != self.root_session_id and current not in seen:
+            seen.add(current)
+            spawner = self._calls.get(self._spawner.get(current, ""))
+            if spawner is None:
+                break
+            out.append(update_tool_call(spawner.call_id, content=self._content(spawner) or []))
+            current = spawner.session_id
+        return out
+
+    # -- after a stop ---------------------------------------------------------------------
+
+    def after_stop(self, partial: PartialResult) -> list[SessionUpdate]:
+        """What the stopped turn produced that the client was not told yet: the calls it
+        still shows running end (``failed`` when the stop interrupted them), and the
+        answer text the stream had not delivered."""
+        out: list[SessionUpdate] = []
+        ended = {self.call_id(c.session_id, c.call_id): c for c in partial.tool_calls}
+        for call in self._calls.values():
+            if call.terminal:
+                continue
+            result = ended.get(call.call_id)
+            call.terminal = True
+            call.status = (
+                "completed" if result is not None and result.status == "completed" else "failed"
+            )
+            output = None if result is None else (result.output or result.error)
+            call.output = output
+            out.append(
+                update_tool_call(
+                    call.call_id, status=call.status, raw_output=output, content=self._content(call)
+                )
+            )
+        root = partial.sessions.get(partial.root_session_id)
+        text = root.text if root is not None else partial.text
+        if text.startswith(self.sent_text) and len(text) > len(self.sent_text):
+            rest = text[len(self.sent_text) :]
+            self.sent_text = text
+            out.append(update_agent_message_text(rest))
+        return out
+
+
+def history_updates(messages: Sequence[Message]) -> list[SessionUpdate]:
+    """A stored conversation as the updates a client replays on ``session/load``: the
+    user's text, the answers, reasoning, and each tool call with how it ended."""
+    out: list[SessionUpdate] = []
+    for message in messages:
+        user = message.info.role == "user"
+        for part in message.parts:
+            if part.type == "text" and part.text and not part.raw.get("synthetic"):
+                out.append(
+                    update_user_message_text(part.text)
+                    if user
+                    else update_agent_message_text(part.text)
+                )
+            elif part.type == "reasoning" and part.text and not user:
+                out.append(update_agent_thought_text(part.text))
+            elif part.type == "tool" and part.tool and part.state is not None:
+                state = part.state
+                output = state.output if state.status == "completed" else state.error
+                content = (
+                    [
+                        tool_content(
+                            text_block(task_summary(output) if part.tool == "task" else output)
+                        )
+                    ]
+                    if output
+                    else None
+                )
+                out.append(
+                    start_tool_call(
+                        part.call_id or part.id,
+                        _preview(part.tool, state.input, state.title),
+                        kind=tool_kind(part.tool),
+                        status=_STATUSES.get(state.status, "failed")
+                        if state.status in ("completed", "error")
+                        else "failed",
+                        raw_input=dict(state.input) or None,
+                        raw_output=output,
+                        content=content,
+                    )
+                )
+    return out

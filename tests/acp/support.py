@@ -1,0 +1,148 @@
+"""An ACP client (the SDK's client side) connected in-process to the agent.
+
+The agent and the client talk JSON-RPC over a socket pair, exactly as over stdio,
+so the tests exercise the SDK's framing and routing on both sides. The client
+records every update, every message in arrival order (to check that no update of
+a turn follows its answer), and holds each permission request until the test
+answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import acp
+from acp.connection import StreamEvent
+from acp.core import ClientSideConnection
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from adapter import OpenCodeAdapter
+from adapter.acp import run_acp
+
+
+@dataclass
+class Ask:
+    """A ``session/request_permission`` the client has not answered yet."""
+
+    session_id: str
+    tool_call: ToolCallUpdate
+    options: list[PermissionOption]
+    answer: asyncio.Future[RequestPermissionResponse]
+
+    def choose(self, option_id: str) -> None:
+        self.answer.set_result(
+            RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id=option_id)
+            )
+        )
+
+    def cancelled(self) -> None:
+        self.answer.set_result(
+            RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        )
+
+
+@dataclass
+class RecordingClient:
+    updates: list[tuple[str, Any]] = field(default_factory=list)
+    asks: asyncio.Queue[Ask] = field(default_factory=asyncio.Queue)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        ask = Ask(session_id, tool_call, options, asyncio.get_running_loop().create_future())
+        self.asks.put_nowait(ask)
+        return await ask.answer
+
+    def kinds(self) -> list[str]:
+        return [u.session_update for _, u in self.updates]
+
+    def text(self) -> str:
+        return "".join(
+            u.content.text for _, u in self.updates if u.session_update == "agent_message_chunk"
+        )
+
+    def tool_updates(self, call_id: str) -> list[Any]:
+        return [
+            u
+            for _, u in self.updates
+            if u.session_update in ("tool_call", "tool_call_update") and u.tool_call_id == call_id
+        ]
+
+    def calls(self) -> dict[str, Any]:
+        """Every tool call the client was told of, by id: the start, then each update."""
+        calls: dict[str, Any] = {}
+        for _, u in self.updates:
+            if u.session_update == "tool_call":
+                calls[u.tool_call_id] = {"title": u.title, "kind": u.kind, "status": u.status}
+            elif u.session_update == "tool_call_update":
+                call = calls.setdefault(u.tool_call_id, {})
+                for key in ("title", "status", "content", "raw_output"):
+                    value = getattr(u, key)
+                    if value is not None:
+                        call[key] = value
+        return calls
+
+
+@dataclass
+class Harness:
+    conn: ClientSideConnection
+    client: RecordingClient
+    wire: list[StreamEvent]  # every message the client received, in order
+
+    async def new_session(self, cwd: str = "/tmp/project") -> str:
+        await self.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        return (await self.conn.new_session(cwd=cwd, mcp_servers=[])).session_id
+
+    def updates_after_answer(self, session_id: str) -> list[dict[str, Any]]:
+        """``session/update`` messages that arrived after the last prompt answer."""
+        answered = max(
+            i
+            for i, e in enumerate(self.wire)
+            if "id" in e.message
+            and isinstance(e.message.get("result"), dict)
+            and "stopReason" in e.message["result"]
+        )
+        return [
+            e.message
+            for e in self.wire[answered + 1 :]
+            if e.message.get("method") == "session/update"
+            and e.message["params"]["sessionId"] == session_id
+        ]
+
+
+@contextlib.asynccontextmanager
+async def connected(adapter: OpenCodeAdapter) -> AsyncIterator[Harness]:
+    agent_sock, client_sock = socket.socketpair()
+    agent_reader, agent_writer = await asyncio.open_connection(sock=agent_sock)
+    client_reader, client_writer = await asyncio.open_connection(sock=client_sock)
+    serving = asyncio.create_task(run_acp(adapter, agent_writer, agent_reader))
+    client = RecordingClient()
+    wire: list[StreamEvent] = []
+    conn = acp.connect_to_agent(cast(acp.Client, client), client_writer, client_reader, observers=[wire.append])
+    try:
+        yield Harness(conn, client, wire)
+    finally:
+        await conn.close()
+        client_writer.close()  # the agent reads EOF: the client went away
+        async with asyncio.timeout(5):
+            await serving
+        agent_writer.close()
