@@ -16,6 +16,7 @@ import httpx
 
 from .._exceptions import AuthError, NotFoundError, OpenCodeError, RequestError, TreeStopError
 from .._logging import configure_logging
+from ._acp import acp_command, add_acp_parser
 from ._commands import run_command, stop_command, tree_command
 from ._demo import demo_command
 from ._render import Out
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--fake", action="store_true", help="use the in-process fake server")
     add_web_parser(sub, common)
+    add_acp_parser(sub, common)
     return parser
 
 
@@ -83,6 +85,8 @@ async def _dispatch(args: argparse.Namespace, out: Out) -> int:
         return await run_command(args, out)
     if args.command == "web":
         return await web_command(args, out)
+    if args.command == "acp":
+        return await acp_command(args)
     return await demo_command(args, out)
 
 

@@ -137,7 +137,9 @@ async def connected(adapter: OpenCodeAdapter) -> AsyncIterator[Harness]:
     serving = asyncio.create_task(run_acp(adapter, agent_writer, agent_reader))
     client = RecordingClient()
     wire: list[StreamEvent] = []
-    conn = acp.connect_to_agent(cast(acp.Client, client), client_writer, client_reader, observers=[wire.append])
+    conn = acp.connect_to_agent(
+        cast(acp.Client, client), client_writer, client_reader, observers=[wire.append]
+    )
     try:
         yield Harness(conn, client, wire)
     finally:

@@ -11,7 +11,16 @@ from acp import RequestError, text_block
 from acp.schema import PromptResponse
 
 from adapter import OpenCodeAdapter, Timeouts
-from adapter.testing.fake import Fail, FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
+from adapter.testing.fake import (
+    Fail,
+    FakeOpenCodeServer,
+    Hang,
+    Permission,
+    Question,
+    Task,
+    Text,
+    Tool,
+)
 from tests.acp.support import Harness, connected
 from tests.adapter_support import Recorder
 
@@ -240,3 +249,58 @@ async def test_load_replays_the_history_and_the_session_goes_on(
         fake.script("more", [Text("again")])
         response = await second.conn.prompt(session_id=sid, prompt=[text_block("[[script:more]]")])
         assert response.stop_reason == "end_turn" and replayed.text() == "listedagain"
+
+
+COLOR = {
+    "question": "Which colour?",
+    "header": "Colour",
+    "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}],
+}
+
+
+async def test_a_question_is_asked_with_its_options_and_the_choice_is_the_answer(
+    oc: OpenCodeAdapter, acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    rec = Recorder(oc)
+    fake.script("child", [Question([COLOR]), Text("painted")])
+    fake.script("root", [Task("paint", "child"), Text("done")])
+    sid = await acp_client.new_session()
+    running = prompt_task(acp_client, sid, "go [[script:root]]")
+    ask = await asyncio.wait_for(acp_client.client.asks.get(), 5)
+    assert ask.tool_call.title == "paint > Which colour?"
+    assert [o.name for o in ask.options] == ["red", "blue", "Dismiss"]
+    ask.choose(ask.options[1].option_id)
+    assert (await asyncio.wait_for(running, 10)).stop_reason == "end_turn"
+    resolved = await rec.wait_for("user-input.resolved")
+    assert resolved.decision == "answered" and resolved.answers == (("blue",),)
+    await rec.close()
+
+
+async def test_a_question_acp_cannot_carry_is_declined_and_the_client_told(
+    oc: OpenCodeAdapter, acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    rec = Recorder(oc)
+    fake.script("ask", [Question([{"question": "Your name?", "header": "Name", "options": []}])])
+    sid = await acp_client.new_session()
+    await asyncio.wait_for(
+        acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:ask]]")]), 10
+    )
+    assert (await rec.wait_for("user-input.resolved")).decision == "rejected"
+    assert "'Your name?'" in acp_client.client.text() and "declined" in acp_client.client.text()
+    assert acp_client.client.asks.empty()
+    await rec.close()
+
+
+async def test_a_session_that_ends_mid_prompt_fails_the_prompt_and_later_calls(
+    oc: OpenCodeAdapter, acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    fake.script("slow", [Hang()])
+    sid = await acp_client.new_session()
+    running = prompt_task(acp_client, sid, "[[script:slow]]")
+    await fake.wait_until(lambda: fake.sessions[sid].busy)
+    [thread] = oc.list_sessions()
+    await oc.stop_session(thread.thread_id)  # as when the server exits
+    with pytest.raises(RequestError, match="the OpenCode session ended"):
+        await asyncio.wait_for(running, 10)
+    with pytest.raises(RequestError, match="has ended"):
+        await acp_client.conn.prompt(session_id=sid, prompt=[text_block("again")])

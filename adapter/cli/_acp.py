@@ -1,0 +1,109 @@
+"""``opencode-tree acp``: serve the Agent Client Protocol over stdio (``adapter.acp``).
+
+An editor (Zed, JetBrains, any ACP host) starts this command and talks JSON-RPC on
+its stdin/stdout. It drives ``--url`` (or ``$OPENCODE_URL``), else its own
+``opencode serve`` (``--binary``; by default ``$OPENCODE_BIN``, the project's pinned
+install, then ``opencode`` on PATH), stopped when the editor disconnects.
+
+stdout carries the protocol and nothing else: logs go to stderr, or to
+``--log-file``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import TextIO
+
+import structlog
+
+from .._adapter import OpenCodeAdapter
+from ._commands import password_from, url_from
+
+__all__ = ["acp_command", "add_acp_parser"]
+
+
+def add_acp_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Register ``acp`` on the ``opencode-tree`` parser."""
+    acp = sub.add_parser(
+        "acp",
+        parents=[common],
+        help="serve the Agent Client Protocol over stdio (for ACP editors)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    acp.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="append logs to this file instead of stderr (stdout is the protocol)",
+    )
+
+
+def _binary(args: argparse.Namespace) -> str:
+    """``--binary`` if given, else the pinned project install when there is one."""
+    if args.binary != "opencode" or os.environ.get("OPENCODE_BIN"):
+        return str(args.binary)
+    from ..testing._real_server import find_opencode_binary
+
+    try:
+        return str(find_opencode_binary())
+    except FileNotFoundError:
+        return "opencode"
+
+
+def _log_to(stream: TextIO, args: argparse.Namespace) -> None:
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if args.log_format == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    level = logging.DEBUG if args.verbose else logging.INFO
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=False,
+    )
+    # The SDK logs through the standard library: the same place, never stdout.
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(level)
+
+
+def _open_log(path: str | None) -> TextIO | None:
+    return open(path, "a", buffering=1) if path else None  # closed by the caller
+
+
+async def acp_command(args: argparse.Namespace) -> int:
+    try:
+        from ..acp import run_acp
+    except ImportError:
+        print(
+            "error: the ACP agent needs the acp extra: pip install 'opencode-tree-adapter[acp]'",
+            file=sys.stderr,
+        )
+        return 2
+    log_file = _open_log(args.log_file)
+    try:
+        _log_to(log_file or sys.stderr, args)
+        async with OpenCodeAdapter(
+            url_from(args),
+            password=password_from(args),
+            binary=_binary(args),
+            directory=args.directory,
+            transport=getattr(args, "transport", None),
+        ) as adapter:
+            await run_acp(adapter)
+    finally:
+        if log_file is not None:
+            log_file.close()
+    return 0
