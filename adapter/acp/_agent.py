@@ -34,7 +34,7 @@ import binascii
 import contextlib
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,7 @@ from adapter import (
     PromptPart,
     RequestOpened,
     RequestResolved,
+    RuntimeErrorEvent,
     SessionExited,
     StreamGap,
     TreeStopError,
@@ -108,8 +109,10 @@ ContentBlock = (
 #: How long a cancel waits for the reader to forward the stopped turn's last events.
 DRAIN_TIMEOUT = 5.0
 #: OpenCode's error names that ACP has a stop reason for.
-_STOP_REASONS: dict[str, StopReason] = {"MessageOutputLengthError": "max_tokens"}
-_FINISH_REASONS: dict[str, StopReason] = {"length": "max_tokens", "content-filter": "refusal"}
+_STOP_REASONS: dict[str, StopReason] = {
+    "MessageOutputLengthError": "max_tokens",
+    "ContentFilterError": "refusal",
+}
 
 
 def _error(message: str, code: int = -32603, **data: Any) -> RequestError:
@@ -121,6 +124,7 @@ class _Prompt:
     """One ``session/prompt`` in flight."""
 
     turn_id: str | None = None
+    failure: str | None = None  # a failed turn's message, until its error name comes
     open: bool = True
     cancelling: bool = False
     sent: asyncio.Event = field(default_factory=asyncio.Event)  # send_turn returned/failed
@@ -151,6 +155,7 @@ class _Session:
     asks: dict[str, _Ask] = field(default_factory=dict)
     turn_ends: dict[str, TurnCompleted | TurnAborted] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)  # turns that ended
+    error_names: dict[str, str | None] = field(default_factory=dict)  # before send returned
     exited: str | None = None  # why the thread ended, once it did
 
 
@@ -313,6 +318,8 @@ class OpenCodeTreeAgent:
             early = session.turn_ends.pop(start.turn_id, None)
             if early is not None:
                 self._turn_ended(current, early)
+                if start.turn_id in session.error_names:
+                    self._turn_failed(current, session.error_names.pop(start.turn_id))
             try:
                 reason = await current.outcome
             except RequestError:
@@ -336,19 +343,23 @@ class OpenCodeTreeAgent:
             return
         if isinstance(event, TurnAborted):
             prompt.outcome.set_result("cancelled")
+        elif event.state == "failed":
+            # The error's name comes with the runtime.error right behind: it decides.
+            prompt.failure = event.error or "unknown error"
+        else:
+            prompt.outcome.set_result("end_turn")
+
+    def _turn_failed(self, prompt: _Prompt, name: str | None) -> None:
+        """A failed turn: ``max_tokens`` / ``refusal`` when OpenCode's error says so, else
+        a JSON-RPC error with OpenCode's message."""
+        if prompt.outcome.done() or prompt.failure is None:
             return
-        if event.state == "failed":
-            name, finish = _error_name(event.raw)
-            reason = _STOP_REASONS.get(name or "") or _FINISH_REASONS.get(finish or "")
-            if reason is not None:
-                prompt.outcome.set_result(reason)
-            else:
-                prompt.outcome.set_exception(
-                    _error(f"the turn failed: {event.error or 'unknown error'}", errorName=name)
-                )
-            return
-        _, finish = _error_name(event.raw)
-        prompt.outcome.set_result(_FINISH_REASONS.get(finish or "", "end_turn"))
+        reason = _STOP_REASONS.get(name or "")
+        if reason is not None:
+            prompt.outcome.set_result(reason)
+        else:
+            message = f"the turn failed: {prompt.failure}"
+            prompt.outcome.set_exception(_error(message, errorName=name))
 
     # -- cancel ------------------------------------------------------------------------
 
@@ -408,15 +419,15 @@ class OpenCodeTreeAgent:
         last: str | None = None
         while True:
             gap: StreamGap | None = None
-            try:
-                async for event in stream:
-                    if isinstance(event, StreamGap):
-                        gap = event
-                        continue
-                    last = event.event_id
+            async for event in stream:
+                if isinstance(event, StreamGap):
+                    gap = event
+                    continue
+                last = event.event_id
+                try:
                     await self._on_event(session, event)
-            except Exception:  # one bad event must not end the session's forwarding
-                _log.exception("acp.forward_failed", session_id=session.session_id)
+                except Exception:  # one event that failed must not end the forwarding
+                    _log.exception("acp.forward_failed", session_id=session.session_id)
             if gap is None or gap.reason != "overflow":
                 break
             stream = self._adapter.events(session.thread_id, after=gap.last_event_id or last)
@@ -433,6 +444,12 @@ class OpenCodeTreeAgent:
                 self._turn_ended(current, event)
             elif current is not None and current.turn_id is None:
                 session.turn_ends[event.turn_id] = event  # before send_turn returned
+            return
+        if isinstance(event, RuntimeErrorEvent) and event.turn_id is not None:
+            if current is not None and current.turn_id == event.turn_id:
+                self._turn_failed(current, event.error_name)
+            elif current is not None and current.turn_id is None:
+                session.error_names[event.turn_id] = event.error_name
             return
         if isinstance(event, RequestResolved | UserInputResolved):
             ask = session.asks.pop(event.request_id, None)
@@ -554,20 +571,6 @@ def _retrieve(task: asyncio.Task[None]) -> None:
 def _check_cwd(cwd: str) -> None:
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise RequestError(-32602, f"cwd must be an absolute path, got {cwd!r:.80}", {"cwd": cwd})
-
-
-def _error_name(raw: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
-    """OpenCode's error name and finish reason in the message a turn ended on, if any."""
-    if not isinstance(raw, Mapping):
-        return None, None
-    props = raw.get("properties")
-    info = props.get("info") if isinstance(props, Mapping) else None
-    if not isinstance(info, Mapping):
-        info = props if isinstance(props, Mapping) else {}
-    error = info.get("error")
-    name = error.get("name") if isinstance(error, Mapping) else None
-    finish = info.get("finish")
-    return (name if isinstance(name, str) else None, finish if isinstance(finish, str) else None)
 
 
 def _prompt_parts(blocks: Sequence[ContentBlock]) -> list[PromptPart | str]:

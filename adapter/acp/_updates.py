@@ -343,7 +343,9 @@ class UpdateMapper:
             spawner = self._calls.get(self._spawner.get(current, ""))
             if spawner is None:
                 break
-            out.append(update_tool_call(spawner.call_id, content=self._content(spawner) or []))
+            content = self._content(spawner)
+            if content:
+                out.append(update_tool_call(spawner.call_id, content=content))
             current = spawner.session_id
         return out
 

@@ -304,3 +304,17 @@ async def test_a_session_that_ends_mid_prompt_fails_the_prompt_and_later_calls(
         await asyncio.wait_for(running, 10)
     with pytest.raises(RequestError, match="has ended"):
         await acp_client.conn.prompt(session_id=sid, prompt=[text_block("again")])
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [("MessageOutputLengthError", "max_tokens"), ("ContentFilterError", "refusal")],
+)
+async def test_a_turn_opencode_ended_on_length_or_filter_answers_that_stop_reason(
+    acp_client: Harness, fake: FakeOpenCodeServer, error: str, reason: str
+) -> None:
+    fake.script("cut", [Text("partial"), Fail(name=error, message="stopped by the model")])
+    sid = await acp_client.new_session()
+    response = await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:cut]]")])
+    assert response.stop_reason == reason
+    assert acp_client.client.text() == "partial"
