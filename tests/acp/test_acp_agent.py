@@ -318,3 +318,17 @@ async def test_a_turn_opencode_ended_on_length_or_filter_answers_that_stop_reaso
     response = await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:cut]]")])
     assert response.stop_reason == reason
     assert acp_client.client.text() == "partial"
+
+
+async def test_cancel_stops_children_created_through_the_api_too(
+    acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    fake.script("slow", [Hang()])
+    sid = await acp_client.new_session()
+    running = prompt_task(acp_client, sid, "[[script:slow]]")
+    await fake.wait_until(lambda: fake.sessions[sid].busy)
+    kid = fake.add_session(parent_id=sid, busy=True)
+    grandkid = fake.add_session(parent_id=kid, busy=True)
+    await acp_client.conn.cancel(session_id=sid)
+    assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
+    assert not any(fake.sessions[s].busy for s in (sid, kid, grandkid))
