@@ -27,18 +27,24 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from acp.helpers import (
+    plan_entry,
     start_tool_call,
     text_block,
     tool_content,
     update_agent_message_text,
     update_agent_thought_text,
+    update_plan,
     update_tool_call,
     update_user_message_text,
 )
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
+    PlanEntry,
+    PlanEntryPriority,
+    PlanEntryStatus,
     ToolCallProgress,
     ToolCallStart,
     ToolCallStatus,
@@ -61,7 +67,12 @@ from adapter import (
 __all__ = ["SessionUpdate", "UpdateMapper", "history_updates", "tool_kind"]
 
 SessionUpdate: TypeAlias = (
-    AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress | UserMessageChunk
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | AgentPlanUpdate
+    | ToolCallStart
+    | ToolCallProgress
+    | UserMessageChunk
 )
 
 _KINDS: dict[str, ToolKind] = {
@@ -125,6 +136,31 @@ def task_summary(output: str | None) -> str:
     match = _TASK_RESULT.search(output)
     text = (match.group(1) if match else output).strip()
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+_PLAN_STATUSES: dict[str, PlanEntryStatus] = {
+    "pending": "pending",
+    "in_progress": "in_progress",
+    "completed": "completed",
+}
+_PRIORITIES: dict[str, PlanEntryPriority] = {"high": "high", "medium": "medium", "low": "low"}
+
+
+def plan_from_todos(todos: object) -> AgentPlanUpdate | None:
+    """The root's todo list (``todowrite``'s input) as an ACP ``plan``: the whole list, as
+    the protocol asks; cancelled todos are left out (they will not be done)."""
+    if not isinstance(todos, list):
+        return None
+    entries: list[PlanEntry] = []
+    for todo in todos:
+        if not isinstance(todo, Mapping) or not isinstance(todo.get("content"), str):
+            continue
+        status = _PLAN_STATUSES.get(str(todo.get("status")))
+        if status is None:
+            continue
+        priority = _PRIORITIES.get(str(todo.get("priority")), "medium")
+        entries.append(plan_entry(todo["content"], priority=priority, status=status))
+    return update_plan(entries)
 
 
 def _metadata_session(raw: Mapping[str, Any] | None) -> str | None:
@@ -301,6 +337,15 @@ class UpdateMapper:
             )
         )
         out.extend(self._refresh_ancestors(sid))
+        if (
+            event.tool == "todowrite"
+            and sid == self.root_session_id
+            and isinstance(event, ItemCompleted)
+            and status == "completed"
+        ):
+            plan = plan_from_todos(tool_input.get("todos"))
+            if plan is not None:
+                out.append(plan)
         return out
 
     # -- a task call's content: its subagent's progress ---------------------------------

@@ -332,3 +332,21 @@ async def test_cancel_stops_children_created_through_the_api_too(
     await acp_client.conn.cancel(session_id=sid)
     assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
     assert not any(fake.sessions[s].busy for s in (sid, kid, grandkid))
+
+
+async def test_the_roots_todo_list_is_the_plan(
+    acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    todos = [
+        {"content": "read the code", "status": "completed", "priority": "high"},
+        {"content": "fix the bug", "status": "in_progress", "priority": "medium"},
+        {"content": "gold-plate", "status": "cancelled", "priority": "low"},
+    ]
+    fake.script("plan", [Tool("todowrite", {"todos": todos}, output="ok"), Text("planned")])
+    sid = await acp_client.new_session()
+    await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:plan]]")])
+    [plan] = [u for _, u in acp_client.client.updates if u.session_update == "plan"]
+    assert [(e.content, e.status, e.priority) for e in plan.entries] == [
+        ("read the code", "completed", "high"),
+        ("fix the bug", "in_progress", "medium"),
+    ]
