@@ -284,6 +284,19 @@ class UpdateMapper:
         self._spawner[child] = call.call_id
         return self._refresh_ancestors(child)
 
+    def _relink(self, call: _Call, child: str | None) -> None:
+        """OpenCode's ``metadata.sessionId`` names the task's child for sure: it overrides
+        a link guessed from titles (parallel tasks of one description)."""
+        if child is None or call.child_session == child:
+            return
+        if call.child_session is not None:
+            self._spawner.pop(call.child_session, None)
+        other = self._calls.get(self._spawner.get(child, ""))
+        if other is not None:
+            other.child_session = None
+        self._spawner[child] = call.call_id
+        call.child_session = child
+
     def _item(self, event: ItemEvent) -> list[SessionUpdate]:
         sid = event.session_id
         call_id = self.call_id(sid, event.item_id)
@@ -318,11 +331,8 @@ class UpdateMapper:
         if isinstance(event, ItemCompleted):
             call.terminal = True
             call.output = event.detail
-        if event.tool == "task" and call.child_session is None:
-            child = _metadata_session(event.raw)
-            if child is not None and child not in self._spawner:
-                self._spawner[child] = call_id
-                call.child_session = child
+        if event.tool == "task":
+            self._relink(call, _metadata_session(event.raw))
         if out and not isinstance(event, ItemCompleted):
             out.extend(self._refresh_ancestors(sid))
             return out
