@@ -243,8 +243,11 @@ class OpenCodeTreeAgent:
         session = self._sessions.get(session_id)
         if session is not None and session.prompt is not None:
             raise _error(f"session {session_id} has a prompt running", -32600)
+        if session is not None and session.exited is not None:
+            del self._sessions[session_id]  # its thread ended: bind the session again
+            session = None
         if session is None:
-            thread_id = f"acp-{session_id}"
+            thread_id = f"acp-{session_id}-{uuid.uuid4().hex[:6]}"
             resume = {"schema": 1, "session_id": session_id}
             try:
                 info = await self._adapter.start_session(thread_id, directory=cwd, resume=resume)

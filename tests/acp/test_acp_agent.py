@@ -350,3 +350,20 @@ async def test_the_roots_todo_list_is_the_plan(
         ("read the code", "completed", "high"),
         ("fix the bug", "in_progress", "medium"),
     ]
+
+
+async def test_a_session_whose_thread_ended_can_be_loaded_again(
+    oc: OpenCodeAdapter, acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    fake.script("hello", [Text("hello")])
+    sid = await acp_client.new_session()
+    await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:hello]]")])
+    [thread] = oc.list_sessions()
+    await oc.stop_session(thread.thread_id)
+    await asyncio.sleep(0.05)
+    with pytest.raises(RequestError, match="has ended"):
+        await acp_client.conn.prompt(session_id=sid, prompt=[text_block("again")])
+    await acp_client.conn.load_session(cwd="/tmp/project", session_id=sid, mcp_servers=[])
+    fake.script("again", [Text("back")])
+    response = await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:again]]")])
+    assert response.stop_reason == "end_turn" and acp_client.client.text().endswith("back")
