@@ -367,3 +367,20 @@ async def test_a_session_whose_thread_ended_can_be_loaded_again(
     fake.script("again", [Text("back")])
     response = await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:again]]")])
     assert response.stop_reason == "end_turn" and acp_client.client.text().endswith("back")
+
+
+async def test_a_failed_stop_is_told_then_the_prompt_still_answers_cancelled(
+    acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    fake.script("slow", [Hang()])
+    sid = await acp_client.new_session()
+    running = prompt_task(acp_client, sid, "[[script:slow]]")
+    await fake.wait_until(lambda: fake.sessions[sid].busy)
+    stuck = fake.add_session(parent_id=sid, busy=True)
+    fake.fail("POST", f"/session/{stuck}/abort", status=400, times=None)
+    await acp_client.conn.cancel(session_id=sid)
+    assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
+    text = acp_client.client.text()
+    assert text.startswith("\n\n[Stop failed: ") and stuck in text
+    await asyncio.sleep(0.1)
+    assert acp_client.updates_after_answer(sid) == []
