@@ -32,6 +32,9 @@ async def run_acp(
     try:
         # The methods it leaves out (modes, config options...) answer "method not found"
         # through the SDK's router, which is what the protocol asks of an agent.
-        await acp.run_agent(cast(acp.Agent, agent), input_stream, output_stream)
+        # session/resume is routed by the SDK only with its unstable methods enabled.
+        await acp.run_agent(
+            cast(acp.Agent, agent), input_stream, output_stream, use_unstable_protocol=True
+        )
     finally:
         await agent.aclose()

@@ -55,6 +55,9 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionResumeCapabilities,
     StopReason,
     TextContentBlock,
 )
@@ -203,6 +206,7 @@ class OpenCodeTreeAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
+                session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities()),
             ),
             agent_info=Implementation(
                 name="opencode-tree", title="OpenCode (whole-tree stop)", version=__version__
@@ -235,6 +239,30 @@ class OpenCodeTreeAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
+        """Bind the session and replay its conversation before answering (ACP asks for the
+        whole history as updates on load)."""
+        session = await self._bind(cwd, session_id)
+        try:
+            history = await self._adapter.read_thread(session.thread_id)
+        except OpenCodeError as exc:
+            raise _error(f"could not read session {session_id}: {exc}") from exc
+        for update in history_updates(history.messages):
+            await self._client.session_update(session_id=session_id, update=update)
+        return LoadSessionResponse()
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        """Bind the session without replaying it (the client kept the conversation)."""
+        await self._bind(cwd, session_id)
+        return ResumeSessionResponse()
+
+    async def _bind(self, cwd: str, session_id: str) -> _Session:
         _check_cwd(cwd)
         if not session_id.startswith("ses"):
             raise _error(
@@ -246,28 +274,20 @@ class OpenCodeTreeAgent:
         if session is not None and session.exited is not None:
             del self._sessions[session_id]  # its thread ended: bind the session again
             session = None
-        if session is None:
-            thread_id = f"acp-{session_id}-{uuid.uuid4().hex[:6]}"
-            resume = {"schema": 1, "session_id": session_id}
-            try:
-                info = await self._adapter.start_session(thread_id, directory=cwd, resume=resume)
-            except OpenCodeError as exc:
-                raise _error(f"could not load session {session_id}: {exc}") from exc
-            if info.session_id != session_id:
-                # The cursor named a session the server no longer has: a fresh one was made.
-                with contextlib.suppress(OpenCodeError):
-                    await self._adapter.stop_session(thread_id)
-                raise RequestError(
-                    -32002, f"session {session_id} not found", {"sessionId": session_id}
-                )
-            session = self._open(session_id, thread_id, cwd)
+        if session is not None:
+            return session
+        thread_id = f"acp-{session_id}-{uuid.uuid4().hex[:6]}"
+        resume = {"schema": 1, "session_id": session_id}
         try:
-            history = await self._adapter.read_thread(session.thread_id)
+            info = await self._adapter.start_session(thread_id, directory=cwd, resume=resume)
         except OpenCodeError as exc:
-            raise _error(f"could not read session {session_id}: {exc}") from exc
-        for update in history_updates(history.messages):
-            await self._client.session_update(session_id=session_id, update=update)
-        return LoadSessionResponse()
+            raise _error(f"could not load session {session_id}: {exc}") from exc
+        if info.session_id != session_id:
+            # The cursor named a session the server no longer has: a fresh one was made.
+            with contextlib.suppress(OpenCodeError):
+                await self._adapter.stop_session(thread_id)
+            raise RequestError(-32002, f"session {session_id} not found", {"sessionId": session_id})
+        return self._open(session_id, thread_id, cwd)
 
     def _open(self, session_id: str, thread_id: str, cwd: str) -> _Session:
         session = _Session(session_id, thread_id, cwd, UpdateMapper(session_id))

@@ -138,7 +138,11 @@ async def connected(adapter: OpenCodeAdapter) -> AsyncIterator[Harness]:
     client = RecordingClient()
     wire: list[StreamEvent] = []
     conn = acp.connect_to_agent(
-        cast(acp.Client, client), client_writer, client_reader, observers=[wire.append]
+        cast(acp.Client, client),
+        client_writer,
+        client_reader,
+        observers=[wire.append],
+        use_unstable_protocol=True,  # session/resume
     )
     try:
         yield Harness(conn, client, wire)

@@ -384,3 +384,26 @@ async def test_a_failed_stop_is_told_then_the_prompt_still_answers_cancelled(
     assert text.startswith("\n\n[Stop failed: ") and stuck in text
     await asyncio.sleep(0.1)
     assert acp_client.updates_after_answer(sid) == []
+
+
+async def test_resume_binds_the_session_without_replaying_it(
+    fake: FakeOpenCodeServer, acp_client: Harness
+) -> None:
+    fake.script("first", [Text("first answer")])
+    sid = await acp_client.new_session("/tmp/project")
+    await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:first]]")])
+    async with (
+        OpenCodeAdapter(fake.base_url, transport=fake.transport) as other,
+        connected(other) as second,
+    ):
+        init = await second.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        caps = init.agent_capabilities
+        assert caps is not None and caps.session_capabilities is not None
+        assert caps.session_capabilities.resume is not None
+        await second.conn.resume_session(cwd="/tmp/project", session_id=sid, mcp_servers=[])
+        assert second.client.updates == []
+        fake.script("second", [Text("second answer")])
+        response = await second.conn.prompt(
+            session_id=sid, prompt=[text_block("[[script:second]]")]
+        )
+        assert response.stop_reason == "end_turn" and second.client.text() == "second answer"

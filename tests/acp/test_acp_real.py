@@ -1,0 +1,142 @@
+"""``opencode-tree acp`` over stdio, driven by the SDK's client, against a real OpenCode.
+
+The agent runs as an editor runs it: a subprocess (``python -m adapter acp --url``)
+speaking ACP on stdin/stdout, here in front of a real ``opencode serve`` whose model is
+the scripted one. These are the behaviours ``opencode acp`` gets wrong (issue 15):
+a Cancel of a nested ``task`` tree must answer ``cancelled`` with the whole tree idle and
+no model request after the answer, and a grandchild's permission request must reach the
+client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import cast
+
+import acp
+import pytest
+from acp import text_block
+from acp.connection import StreamEvent
+from acp.core import ClientSideConnection
+
+from adapter import OpenCodeClient
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
+from tests.acp.support import RecordingClient
+
+pytestmark = pytest.mark.real
+
+# Subagents ask before bash (a session's own "ask" rule is not passed on to the
+# subagents its task tool creates; the agent's is).
+ASK_BASH = {"agent": {"general": {"permission": {"bash": "ask"}}}}
+RUNS = 3
+AFTER = 0.5
+
+
+@pytest.fixture(scope="module")
+def asking_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    with RealOpenCodeServer(scripted_model.base_url, config_overrides=ASK_BASH) as server:
+        yield server
+
+
+@asynccontextmanager
+async def agent(
+    server: RealOpenCodeServer,
+) -> AsyncIterator[tuple[ClientSideConnection, RecordingClient, list[StreamEvent]]]:
+    client = RecordingClient()
+    wire: list[StreamEvent] = []
+    command = [
+        "-m", "adapter", "acp", "--url", server.base_url, "--directory", str(server.directory)
+    ]  # fmt: skip
+    async with acp.spawn_agent_process(
+        cast(acp.Client, client), sys.executable, *command, observers=[wire.append]
+    ) as (conn, _process):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        yield conn, client, wire
+
+
+async def tree_of(client: OpenCodeClient, root: str) -> list[str]:
+    sessions = [root]
+    for sid in sessions:
+        sessions.extend(c.id for c in await client.children(sid) if c.id not in sessions)
+    return sessions
+
+
+async def test_cancel_of_a_nested_task_tree_answers_cancelled_with_the_tree_idle(
+    asking_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    model = scripted_model
+    async with (
+        agent(asking_server) as (conn, client, wire),
+        OpenCodeClient(asking_server.base_url, directory=str(asking_server.directory)) as oc,
+    ):
+        for run in range(RUNS):
+            name = f"{unique_name}-{run}"
+            extra = Text(f"EXTRA {name}")
+            model.script(f"{name}-leaf", [Hang()])
+            model.script(f"{name}-mid", [ToolCalls([task_call("mid", f"{name}-leaf")]), extra])
+            model.script(name, [ToolCalls([task_call("top", f"{name}-mid")]), extra])
+            sid = (
+                await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])
+            ).session_id
+            running = asyncio.create_task(
+                conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+            )
+            leaf = f"{name}-leaf"
+            await model.wait_for_async(
+                lambda reqs: any(r.script == leaf and r.open for r in reqs),  # noqa: B023
+                timeout=60,
+            )
+            tree = await tree_of(oc, sid)
+            assert len(tree) == 3
+            await conn.cancel(session_id=sid)
+            response = await asyncio.wait_for(running, 60)
+            answered = time.monotonic()
+            assert response.stop_reason == "cancelled"
+            busy = set(await oc.status())  # the non-idle sessions
+            assert not busy & set(tree), f"run {run}: still busy after the answer: {busy}"
+            await asyncio.sleep(AFTER)
+            late = model.requests_after(answered, session_ids=tree)
+            assert late == [], f"run {run}: model requests after the answer: {late}"
+            last_answer = max(
+                i for i, e in enumerate(wire) if "stopReason" in str(e.message.get("result"))
+            )
+            after = [
+                e.message
+                for e in wire[last_answer + 1 :]
+                if e.message.get("method") == "session/update"
+                and e.message["params"]["sessionId"] == sid
+            ]
+            assert after == [], f"run {run}: updates after the answer"
+            assert f"EXTRA {name}" not in client.text()
+
+
+async def test_a_grandchilds_bash_permission_reaches_the_client_and_allowing_it_finishes(
+    asking_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    model = scripted_model
+    name = unique_name
+    bash = ToolCalls([ToolCall("bash", {"command": "echo deep", "description": "echo"})])
+    model.script(f"{name}-leaf", [bash, Text("leaf done")])
+    model.script(f"{name}-mid", [ToolCalls([task_call("mid", f"{name}-leaf")]), Text("mid done")])
+    model.script(name, [ToolCalls([task_call("top", f"{name}-mid")]), Text("root done")])
+    async with agent(asking_server) as (conn, client, _wire):
+        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
+        running = asyncio.create_task(
+            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+        )
+        ask = await asyncio.wait_for(client.asks.get(), 60)
+        assert ask.session_id == sid
+        assert ask.tool_call.title is not None and ask.tool_call.title.startswith("top > mid > ")
+        assert "echo deep" in ask.tool_call.title
+        ask.choose("accept")
+        response = await asyncio.wait_for(running, 60)
+        assert response.stop_reason == "end_turn"
+        calls = client.calls()
+        bash_call = calls[ask.tool_call.tool_call_id]
+        assert bash_call["status"] == "completed" and "deep" in str(bash_call.get("raw_output"))
+        assert client.text().endswith("root done")
