@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import cast
@@ -38,9 +39,21 @@ AFTER = 0.5
 
 
 @pytest.fixture(scope="module")
+def scripted_model() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as model:
+        yield model
+
+
+@pytest.fixture(scope="module")
 def asking_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
     with RealOpenCodeServer(scripted_model.base_url, config_overrides=ASK_BASH) as server:
         yield server
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """Script names of this test only (the model server is shared by the module)."""
+    return f"acp-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}".replace("[", "-").replace("]", "")
 
 
 @asynccontextmanager
@@ -140,3 +153,87 @@ async def test_a_grandchilds_bash_permission_reaches_the_client_and_allowing_it_
         bash_call = calls[ask.tool_call.tool_call_id]
         assert bash_call["status"] == "completed" and "deep" in str(bash_call.get("raw_output"))
         assert client.text().endswith("root done")
+
+
+async def test_cancel_while_a_childs_permission_is_pending_resolves_it_and_stops_the_tree(
+    asking_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    model = scripted_model
+    name = unique_name
+    bash = ToolCalls([ToolCall("bash", {"command": "echo never", "description": "echo"})])
+    model.script(f"{name}-leaf", [bash, Text("ran")])
+    model.script(name, [ToolCalls([task_call("asks", f"{name}-leaf")]), Text(f"EXTRA {name}")])
+    async with (
+        agent(asking_server) as (conn, client, _wire),
+        OpenCodeClient(asking_server.base_url, directory=str(asking_server.directory)) as oc,
+    ):
+        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
+        running = asyncio.create_task(
+            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+        )
+        ask = await asyncio.wait_for(client.asks.get(), 60)
+        tree = await tree_of(oc, sid)
+        await conn.cancel(session_id=sid)
+        response = await asyncio.wait_for(running, 60)
+        answered = time.monotonic()
+        assert response.stop_reason == "cancelled"
+        assert not set(await oc.status()) & set(tree)
+        pending = {r.id for r in await oc.pending_requests() if r.session_id in tree}
+        assert pending == set()  # the stop withdrew it on the server
+        ask.cancelled()  # what a client does for its open requests when it cancels
+        await asyncio.sleep(AFTER)
+        assert model.requests_after(answered, session_ids=tree) == []
+        asked_call = client.calls().get(ask.tool_call.tool_call_id, {})
+        assert asked_call.get("status") != "completed"  # the bash never ran
+
+
+async def test_cancel_stops_children_created_through_the_api(
+    asking_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    model = scripted_model
+    name = unique_name
+    model.script(name, [Hang()])
+    async with (
+        agent(asking_server) as (conn, _client, _wire),
+        OpenCodeClient(asking_server.base_url, directory=str(asking_server.directory)) as oc,
+    ):
+        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
+        running = asyncio.create_task(
+            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+        )
+        kids = []
+        for i in range(2):
+            kid = await oc.create_session(title=f"kid {i}", parent_id=sid)
+            await oc.prompt_async(kid.id, "work " + script_marker(name))
+            kids.append(kid.id)
+        await model.wait_for_async(
+            lambda reqs: len({r.session_id for r in reqs if r.script == name and r.open}) >= 3,
+            timeout=60,
+        )
+        await conn.cancel(session_id=sid)
+        response = await asyncio.wait_for(running, 60)
+        answered = time.monotonic()
+        assert response.stop_reason == "cancelled"
+        assert not set(await oc.status()) & {sid, *kids}
+        await asyncio.sleep(AFTER)
+        assert model.requests_after(answered, session_ids=[sid, *kids]) == []
+
+
+async def test_load_replays_a_session_in_a_new_agent_process(
+    asking_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    name = unique_name
+    echo = ToolCalls([ToolCall("read", {"filePath": str(asking_server.directory / "x.txt")})])
+    (asking_server.directory / "x.txt").write_text("hello\n")
+    scripted_model.script(name, [echo, Text("read it")])
+    async with agent(asking_server) as (conn, _client, _wire):
+        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
+        done = await conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+        assert done.stop_reason == "end_turn"
+    async with agent(asking_server) as (conn, client, _wire):
+        await conn.load_session(cwd=str(asking_server.directory), session_id=sid, mcp_servers=[])
+        kinds = client.kinds()
+        assert kinds[0] == "user_message_chunk" and "tool_call" in kinds
+        assert client.text().endswith("read it")
+        [read] = [c for c in client.calls().values() if c["kind"] == "read"]
+        assert read["status"] == "completed"
