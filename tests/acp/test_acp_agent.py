@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 
 import acp
@@ -407,3 +408,31 @@ async def test_resume_binds_the_session_without_replaying_it(
             session_id=sid, prompt=[text_block("[[script:second]]")]
         )
         assert response.stop_reason == "end_turn" and second.client.text() == "second answer"
+
+
+async def test_images_embedded_resources_and_links_reach_opencode_as_prompt_parts(
+    acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    from acp import embedded_text_resource, image_block, resource_block, resource_link_block
+
+    from tests.test_input import png_bytes
+
+    sid = await acp_client.new_session()
+    blocks = [
+        text_block("look [[script:default]]"),
+        image_block(base64.b64encode(png_bytes()).decode(), "image/png"),
+        resource_block(embedded_text_resource("file:///tmp/notes.txt", "remember this")),
+        resource_link_block("spec.md", "file:///tmp/spec.md"),
+    ]
+    response = await acp_client.conn.prompt(session_id=sid, prompt=blocks)
+    assert response.stop_reason == "end_turn"
+    [user] = [m for m in fake.sessions[sid].messages if m.role == "user"]
+    kinds = [
+        (p["type"], p.get("mime"), p.get("filename")) for p in user.parts if not p.get("synthetic")
+    ]
+    assert ("file", "image/png", None) in kinds
+    assert ("file", "text/plain", "notes.txt") in kinds
+    assert "[spec.md](file:///tmp/spec.md)" in user.text
+    with pytest.raises(RequestError, match="not base64") as bad:
+        await acp_client.conn.prompt(session_id=sid, prompt=[image_block("%%%", "image/png")])
+    assert bad.value.code == -32602
