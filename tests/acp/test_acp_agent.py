@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator
+from typing import Any
 
 import acp
 import pytest
@@ -418,7 +419,7 @@ async def test_images_embedded_resources_and_links_reach_opencode_as_prompt_part
     from tests.test_input import png_bytes
 
     sid = await acp_client.new_session()
-    blocks = [
+    blocks: list[Any] = [
         text_block("look [[script:default]]"),
         image_block(base64.b64encode(png_bytes()).decode(), "image/png"),
         resource_block(embedded_text_resource("file:///tmp/notes.txt", "remember this")),
