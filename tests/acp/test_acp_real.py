@@ -34,7 +34,7 @@ pytestmark = pytest.mark.real
 # Subagents ask before bash (a session's own "ask" rule is not passed on to the
 # subagents its task tool creates; the agent's is).
 ASK_BASH = {"agent": {"general": {"permission": {"bash": "ask"}}}}
-RUNS = 3
+RUNS = 5
 AFTER = 0.5
 
 
