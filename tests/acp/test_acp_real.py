@@ -11,6 +11,8 @@ client.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import time
 import uuid
@@ -237,3 +239,31 @@ async def test_load_replays_a_session_in_a_new_agent_process(
         assert client.text().endswith("read it")
         [read] = [c for c in client.calls().values() if c["kind"] == "read"]
         assert read["status"] == "completed"
+
+
+async def test_a_server_that_dies_mid_prompt_ends_the_prompt_with_an_error(
+    scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    # Its own server: this one is killed. The agent is told --url, so it cannot see the
+    # process die; it learns it from the lost stream and the status requests that fail,
+    # bounded by Timeouts.idle_confirm (60 s; measured: the prompt failed 88 s after the
+    # kill, and later calls failed at once).
+    with RealOpenCodeServer(scripted_model.base_url) as server:
+        scripted_model.script(unique_name, [Hang()])
+        async with agent(server) as (conn, _client, _wire):
+            sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
+            running = asyncio.create_task(
+                conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(unique_name))])
+            )
+            await scripted_model.wait_for_async(
+                lambda reqs: any(r.script == unique_name and r.open for r in reqs), timeout=60
+            )
+            os.killpg(server.pid, signal.SIGKILL)
+            with pytest.raises(acp.RequestError, match="the turn failed"):
+                await asyncio.wait_for(running, 150)
+            for call in (
+                conn.prompt(session_id=sid, prompt=[text_block("again")]),
+                conn.new_session(cwd=str(server.directory), mcp_servers=[]),
+            ):
+                with pytest.raises(acp.RequestError, match="connection failed"):
+                    await asyncio.wait_for(call, 30)
