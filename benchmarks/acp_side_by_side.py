@@ -20,6 +20,15 @@ Scenarios, each run ``--runs`` times per agent:
   prompt with no request is cancelled after the wait).
 - ``visibility`` (from the permission runs that finished): whether the client saw the
   grandchild's ``bash`` call as a tool call.
+- ``api_children``: the root's model call hangs and two children created through the HTTP
+  API (``POST /session`` with ``parentID``, then a prompt; ``opencode acp`` serves its API
+  with ``--port``) hang too; ``session/cancel``. Recorded: whether a child was still busy
+  (``/session/status``) or still had an open model request 1 s after the answer.
+- ``withdraw``: the root itself asks before ``bash`` (a second server whose config asks
+  for every agent); once ``session/request_permission`` reached the client, the prompt is
+  cancelled and the client answers the request ``cancelled``, as ACP asks of a client.
+  Recorded: whether the request was still pending on the OpenCode server 1 s after the
+  prompt's answer (never withdrawn there).
 
     .venv/bin/python benchmarks/acp_side_by_side.py [--runs 5] [--wait 20]
 
@@ -45,12 +54,15 @@ from acp import text_block
 from acp.connection import StreamEvent
 from acp.core import ClientSideConnection
 
+from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing._real_server import free_port
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from benchmarks._common import machine, quiet_logging, table, write_json
 from tests.acp.support import RecordingClient
 
 ASK_BASH = {"agent": {"general": {"permission": {"bash": "ask"}}}}
+ASK_BASH_ROOT = {"permission": {"bash": "ask"}}
 AFTER = 1.0
 
 
@@ -66,6 +78,8 @@ class Run:
     updates_after: int = 0
     asked: bool = False
     grandchild_call_seen: bool = False
+    children_running: bool = False
+    pending_after: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -77,17 +91,24 @@ def server_env(server: RealOpenCodeServer) -> dict[str, str]:
 
 @asynccontextmanager
 async def connect(
-    name: str, server: RealOpenCodeServer
+    name: str, server: RealOpenCodeServer, *, api: list[str] | None = None
 ) -> AsyncIterator[tuple[ClientSideConnection, RecordingClient, list[StreamEvent]]]:
+    """The agent as a subprocess; ``api`` gets the base URL of the server it works on."""
     client = RecordingClient()
     wire: list[StreamEvent] = []
     if name == "opencode acp":
+        port = free_port()
         command = [str(server.binary), "acp", "--cwd", str(server.directory), "--pure"]
+        command += ["--port", str(port)]
         env = server_env(server)
+        base = f"http://127.0.0.1:{port}"
     else:
         command = [sys.executable, "-m", "adapter", "acp", "--url", server.base_url]
         command += ["--directory", str(server.directory)]
         env = None
+        base = server.base_url
+    if api is not None:
+        api.append(base)
     async with acp.spawn_agent_process(
         cast(acp.Client, client), command[0], *command[1:], env=env, observers=[wire.append]
     ) as (conn, _process):
@@ -185,6 +206,75 @@ async def permission_run(
     return run
 
 
+async def api_children_run(
+    agent: str, server: RealOpenCodeServer, model: ScriptedModelServer, name: str
+) -> Run:
+    run = Run(agent, "api_children")
+    model.script(name, [Hang()])
+    api: list[str] = []
+    async with connect(agent, server, api=api) as (conn, _client, _wire):
+        sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
+        prompt = asyncio.create_task(
+            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+        )
+        async with OpenCodeClient(api[0], directory=str(server.directory)) as oc:
+            kids = []
+            for i in range(2):
+                kid = await oc.create_session(title=f"kid {i}", parent_id=sid)
+                await oc.prompt_async(kid.id, "work " + script_marker(name))
+                kids.append(kid.id)
+            await model.wait_for_async(
+                lambda reqs: len({r.session_id for r in reqs if r.script == name and r.open}) >= 3,
+                timeout=60,
+            )
+            cancelled_at = time.monotonic()
+            await conn.cancel(session_id=sid)
+            try:
+                response = await asyncio.wait_for(prompt, 30)
+                run.answer = response.stop_reason
+            except Exception as exc:
+                run.error = f"{type(exc).__name__}: {exc}"
+            run.seconds = time.monotonic() - cancelled_at
+            await asyncio.sleep(AFTER)
+            busy = set(await oc.status()) & set(kids)
+            still = {r.session_id for r in model.requests if r.script == name and r.open}
+            run.children_running = bool(busy or still & set(kids))
+            for kid in kids:  # leave nothing running for the next run
+                await oc.abort(kid)
+    return run
+
+
+async def withdraw_run(
+    agent: str, server: RealOpenCodeServer, model: ScriptedModelServer, name: str, wait: float
+) -> Run:
+    run = Run(agent, "withdraw")
+    bash = ToolCall("bash", {"command": f"echo root-{name}", "description": "e"})
+    model.script(name, [ToolCalls([bash]), Text("root done")])
+    api: list[str] = []
+    async with connect(agent, server, api=api) as (conn, client, _wire):
+        sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
+        prompt = asyncio.create_task(
+            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+        )
+        try:
+            ask = await asyncio.wait_for(client.asks.get(), wait)
+            run.asked = True
+        except TimeoutError:
+            ask = None
+        await conn.cancel(session_id=sid)
+        if ask is not None:
+            ask.cancelled()  # ACP: the client answers its pending requests `cancelled`
+        try:
+            response = await asyncio.wait_for(prompt, 30)
+            run.answer = response.stop_reason
+        except Exception as exc:
+            run.error = f"{type(exc).__name__}: {exc}"
+        await asyncio.sleep(AFTER)
+        async with OpenCodeClient(api[0], directory=str(server.directory)) as oc:
+            run.pending_after = sum(1 for r in await oc.pending_requests() if r.session_id == sid)
+    return run
+
+
 def _answers(runs: list[Run]) -> str:
     """How the prompts ended, e.g. ``end_turn 4, cancelled 1`` (a prompt whose permission
     request never came was cancelled after ``--wait``)."""
@@ -214,10 +304,23 @@ async def main() -> None:
                     await permission_run(agent, server, model, f"perm-{tag}-{i}", args.wait)
                 )
         version = server.version
+    with (
+        ScriptedModelServer() as model,
+        RealOpenCodeServer(model.base_url, config_overrides=ASK_BASH_ROOT) as server,
+    ):
+        for agent in ("opencode acp", "opencode-tree acp"):
+            tag = "oc" if agent == "opencode acp" else "tree"
+            for i in range(args.runs):
+                runs.append(await api_children_run(agent, server, model, f"api-{tag}-{i}"))
+                runs.append(
+                    await withdraw_run(agent, server, model, f"withdraw-{tag}-{i}", args.wait)
+                )
     rows = []
     for agent in ("opencode acp", "opencode-tree acp"):
         cancel = [r for r in runs if r.agent == agent and r.scenario == "cancel"]
         perm = [r for r in runs if r.agent == agent and r.scenario == "permission"]
+        api = [r for r in runs if r.agent == agent and r.scenario == "api_children"]
+        wd = [r for r in runs if r.agent == agent and r.scenario == "withdraw"]
         secs = sorted(r.seconds for r in cancel if r.seconds is not None)
         rows.append(
             [
@@ -231,6 +334,9 @@ async def main() -> None:
                 f"{sum(r.asked for r in perm)}/{len(perm)}",
                 _answers(perm),
                 f"{sum(r.grandchild_call_seen for r in perm)}/{len(perm)}",
+                f"{sum(r.children_running for r in api)}/{len(api)}",
+                f"{sum(r.asked for r in wd)}/{len(wd)}",
+                f"{sum(r.pending_after > 0 for r in wd)}/{len(wd)}",
             ]
         )
     headers = [
@@ -244,6 +350,9 @@ async def main() -> None:
         "grandchild permission asked",
         "permission prompt's answers",
         "grandchild call visible",
+        "API children running after cancel",
+        "root permission asked",
+        "request pending on the server after",
     ]
     print(f"OpenCode {version}, {args.runs} runs per scenario and agent\n")
     print(table(headers, rows))
