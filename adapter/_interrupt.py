@@ -21,7 +21,7 @@ import contextlib
 from typing import cast
 
 from ._core import AdapterCore
-from ._exceptions import OpenCodeError, RequestError, TurnCancelledError
+from ._exceptions import OpenCodeError, RequestError, TreeStopError, TurnCancelledError
 from ._lifecycle import TurnEnding
 from ._logging import get_logger
 from ._ownership import Ownership
@@ -80,7 +80,15 @@ class Interrupts:
             if not thread.closing:
                 thread.ledger.stop_failed()
                 thread.lifecycle.stop_done()  # the turn (if any) runs on
-                self._turns.after_stop_failed(thread, root_aborted=not stop.root_abort_failed)
+                self._turns.after_stop_failed(
+                    thread,
+                    root_aborted=not stop.root_abort_failed,
+                    walked=(
+                        frozenset(s.session_id for s in exc.report)
+                        if isinstance(exc, TreeStopError)
+                        else frozenset()
+                    ),
+                )
             error = (
                 exc if isinstance(exc, Exception) else TurnCancelledError("the stop was cancelled")
             )

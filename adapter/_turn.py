@@ -46,6 +46,9 @@ class Turn:
     #: A stop aborted the root but failed further down: the turn stays active (the
     #: host can press Stop again) and does not settle on its own.
     held: bool = False
+    #: The sessions the failed stop's walk found (``GET /children`` may know children
+    #: the stream never announced): a held turn ends only once none of them is busy.
+    held_tree: frozenset[str] = frozenset()
     retry: RetryStatus | None = None
     started_at: float = field(default_factory=time.monotonic)
     last_activity: float = field(default_factory=time.monotonic)

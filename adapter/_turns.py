@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from ._client import OpenCodeClient
 from ._compaction import SUMMARIZED
@@ -50,6 +50,8 @@ from ._turn import Turn
 __all__ = ["ABORTED_ELSEWHERE", "STOPPED_AFTER_FAILED_STOP", "VANISHED_IN_OUTAGE", "Turns"]
 
 _log = get_logger("adapter.turns")
+
+_T = TypeVar("_T")
 
 ABORTED_ELSEWHERE = "Aborted outside this adapter."
 VANISHED_IN_OUTAGE = (
@@ -327,17 +329,21 @@ class Turns:
     def _schedule_check(self, thread: ThreadState, turn: Turn) -> None:
         turn.scope.spawn(self._settle(thread, turn, outage=False), name="settle")
 
-    def after_stop_failed(self, thread: ThreadState, *, root_aborted: bool) -> None:
+    def after_stop_failed(
+        self, thread: ThreadState, *, root_aborted: bool, walked: frozenset[str]
+    ) -> None:
         """A failed stop leaves the turn running. If the root abort itself failed, the
         root may have finished meanwhile: settle. If the root was aborted but the walk
         failed, the turn is held: it does not settle on the root's idle (its tree may
-        still run) but ends, aborted, once the whole tree is idle, unless the host stops
+        still run) but ends, aborted, once the whole tree (``walked``: what the walk
+        found, and every session the stream announced) is idle, unless the host stops
         it again first."""
         turn = thread.turn
         if turn is None:
             return
         if root_aborted:
             turn.held = True
+            turn.held_tree = turn.held_tree | walked
         else:
             turn.scope.spawn(self._settle(thread, turn, outage=False), name="settle")
 
@@ -346,22 +352,50 @@ class Turns:
         if turn is not None and thread.stop is None:
             turn.scope.spawn(self._settle(thread, turn, outage=True), name="reconcile")
 
-    async def _status(self, client: OpenCodeClient, thread: ThreadState) -> SessionStatus | None:
-        """The root's status, asked until the server answers (backoff, capped), or
-        ``None`` when it has not answered within ``Timeouts.idle_confirm``."""
+    async def _ask(
+        self, thread: ThreadState, call: Callable[[], Awaitable[_T]], what: str
+    ) -> _T | None:
+        """``call()``, asked until the server answers (backoff, capped), or ``None``
+        when it has not answered within ``Timeouts.idle_confirm``: a server that is
+        gone must end the turn, never leave it waiting forever."""
         timeouts = self._core.timeouts
         deadline = time.monotonic() + timeouts.idle_confirm
         delay = 0.1
         while True:
             try:
-                statuses = await client.status()
-                return statuses.get(thread.session_id, SessionStatus("idle"))
+                return await call()
             except OpenCodeError as exc:
-                _log.warning("adapter.status_failed", thread_id=thread.thread_id, error=str(exc))
+                _log.warning(
+                    "adapter.server_unanswered",
+                    thread_id=thread.thread_id,
+                    what=what,
+                    error=str(exc),
+                )
                 if time.monotonic() + delay > deadline:
                     return None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, timeouts.idle_confirm_backoff_max)
+
+    async def _status(self, client: OpenCodeClient, thread: ThreadState) -> SessionStatus | None:
+        """The root's status (see :meth:`_ask`)."""
+        statuses = await self._ask(thread, client.status, "GET /session/status")
+        if statuses is None:
+            return None
+        return statuses.get(thread.session_id, SessionStatus("idle"))
+
+    def _server_unavailable(self, thread: ThreadState, turn: Turn, what: str) -> None:
+        """The server stopped answering while the turn waited on it (it died, or the
+        network did): the turn fails, keeping what it produced, and says why."""
+        self._end(
+            thread,
+            turn,
+            TurnEnding(
+                "failed",
+                error=f"the server did not answer for {self._core.timeouts.idle_confirm:g} s "
+                f"({what} kept failing)",
+                error_name="ServerUnavailable",
+            ),
+        )
 
     async def _settle(self, thread: ThreadState, turn: Turn, *, outage: bool) -> None:
         """Decide whether the turn is over; the one place a turn ends on its own."""
@@ -538,14 +572,14 @@ class Turns:
     async def _release_held(self, thread: ThreadState, turn: Turn) -> None:
         """A turn held by a failed stop ends once its whole tree is idle: the root was
         aborted, and nothing of the tree runs any more, so nothing is left to stop."""
-        try:
-            statuses = await thread.client.status()
-        except OpenCodeError as exc:
-            _log.info("adapter.held_check_failed", thread_id=thread.thread_id, error=str(exc))
-            return
+        statuses = await self._ask(thread, thread.client.status, "GET /session/status")
         if thread.turn is not turn or thread.stop is not None or not turn.held:
             return
-        if any(statuses[sid].is_busy for sid in thread.sessions if sid in statuses):
+        if statuses is None:
+            self._server_unavailable(thread, turn, "GET /session/status")
+            return
+        tree = turn.held_tree.union(thread.sessions)
+        if any(statuses[sid].is_busy for sid in tree if sid in statuses):
             return
         self._end(
             thread,
@@ -558,13 +592,13 @@ class Turns:
         )
 
     async def _echo_overdue(self, thread: ThreadState, turn: Turn) -> None:
-        try:
-            messages = await thread.client.messages(thread.session_id)
-        except OpenCodeError as exc:
-            _log.warning("adapter.echo_check_failed", thread_id=thread.thread_id, error=str(exc))
-            turn.touch()
-            return
+        messages = await self._ask(
+            thread, lambda: thread.client.messages(thread.session_id), "GET /session/{id}/message"
+        )
         if thread.turn is not turn or thread.stop is not None:
+            return
+        if messages is None:
+            self._server_unavailable(thread, turn, "GET /session/{id}/message")
             return
         self.absorb_stored(thread, turn, messages)
         if turn.phase is not TurnPhase.AWAITING_ECHO:

@@ -376,6 +376,39 @@ async def test_a_prompt_the_server_never_starts_fails_the_turn_after_the_echo_ti
         await rec.close()
 
 
+async def test_a_server_that_stops_answering_before_the_echo_fails_the_turn(
+    tight: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    """The server dies between accepting a prompt and echoing it (seen on OpenCode 1.14.48,
+    whose stream carries no echo at all): looking the prompt up keeps failing, and the turn
+    fails once the server has not answered for ``idle_confirm``, instead of staying
+    ``running`` forever."""
+    rec = Recorder(tight)
+    try:
+
+        async def swallow(request: httpx.Request) -> httpx.Response:
+            for method, path in (("GET", "/session/{id}/message"), ("GET", "/session/status")):
+                fake.fail(method, path, status=503, times=None)
+            return httpx.Response(204)
+
+        fake.on("POST", "/session/{id}/prompt_async", swallow)
+        await tight.start_session(T)
+        started = time.monotonic()
+        turn = await tight.send_turn(T, "hello")
+        done = await rec.wait_for("turn.completed", timeout=5.0)
+        # echo (0.5 s), then retries until the next one would pass idle_confirm (0.6 s)
+        assert time.monotonic() - started >= 0.9, "not before Timeouts.echo + idle_confirm"
+        assert done.turn_id == turn.turn_id and done.state == "failed"
+        assert done.error is not None and "did not answer for 0.6 s" in done.error
+        [error] = rec.of("runtime.error", T)
+        assert (error.turn_id, error.error_name) == (turn.turn_id, "ServerUnavailable")
+        assert status(tight) == "ready"
+        await rec.settle()
+        assert_every_turn_ended_once_after_its_output(rec)
+    finally:
+        await rec.close()
+
+
 # -- outages and retries ----------------------------------------------------------------------
 
 
