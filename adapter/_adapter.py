@@ -37,6 +37,7 @@ from ._exceptions import (
     ProtocolError,
     ServerExitedError,
     SessionClosedError,
+    UnknownThreadError,
 )
 from ._history import turn_starts, unreverted
 from ._ids import is_session_id
@@ -260,6 +261,14 @@ class OpenCodeAdapter:
 
     def has_session(self, thread_id: str) -> bool:
         return thread_id in self._core.threads
+
+    def session_info(self, thread_id: str) -> SessionInfo:
+        """One thread's :class:`SessionInfo`, as :meth:`list_sessions` lists it (a
+        closing thread included); :class:`UnknownThreadError` if there is none."""
+        thread = self._core.threads.get(thread_id)
+        if thread is None:
+            raise UnknownThreadError(thread_id)
+        return thread.info()
 
     # -- sessions --------------------------------------------------------------
 

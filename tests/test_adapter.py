@@ -55,6 +55,24 @@ async def test_start_session_creates_and_announces(
     assert [s.thread_id for s in oc.list_sessions()] == [T]
 
 
+async def test_session_info_is_one_threads_listing(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    with pytest.raises(UnknownThreadError):
+        oc.session_info(T)
+    await oc.start_session(T)
+    await oc.start_session("other")
+    fake.script("long", [Hang()])
+    turn = await oc.send_turn(T, "go [[script:long]]")
+    info = oc.session_info(T)
+    assert info == next(s for s in oc.list_sessions() if s.thread_id == T)
+    assert (info.status, info.active_turn_id) == ("running", turn.turn_id)
+    assert oc.session_info("other").status == "ready"
+    await oc.stop_session(T)
+    with pytest.raises(UnknownThreadError):
+        oc.session_info(T)
+
+
 async def test_resume_reuses_the_session_and_falls_back_on_404(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:

@@ -142,12 +142,6 @@ class _Api:
             raise adapter.UnknownThreadError(thread_id)
         return thread_id
 
-    def _info(self, thread_id: str) -> adapter.SessionInfo:
-        for info in self._oc.list_sessions():
-            if info.thread_id == thread_id:
-                return info
-        raise adapter.UnknownThreadError(thread_id)
-
     # -- threads ---------------------------------------------------------------------
 
     async def create_thread(self, request: Request) -> Response:
@@ -171,7 +165,7 @@ class _Api:
         return JSONResponse([info.to_dict() for info in self._oc.list_sessions()])
 
     async def get_thread(self, request: Request) -> Response:
-        return JSONResponse(self._info(self._thread(request)).to_dict())
+        return JSONResponse(self._oc.session_info(self._thread(request)).to_dict())
 
     # -- turns and the stop ----------------------------------------------------------
 
