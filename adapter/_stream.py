@@ -107,9 +107,14 @@ class EventStream(AsyncIterator[Event]):
         return event
 
     async def aclose(self) -> None:
+        """Unsubscribe and end the stream, also for a consumer that waits for its next
+        event in another task (it gets ``StopAsyncIteration``); what was still queued
+        is dropped."""
         self._done = True
-        self._ended = True
         self._hub.unsubscribe(self)
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._end()
 
     async def __aenter__(self) -> Self:
         return self

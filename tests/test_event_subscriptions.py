@@ -184,6 +184,27 @@ async def test_a_consumer_that_falls_behind_gets_a_gap_and_its_stream_ends(
     assert [e.event_id for e in got[:3] + rest] == [e.event_id for e in everything]
 
 
+async def test_aclose_from_another_task_ends_a_waiting_consumer(oc: OpenCodeAdapter) -> None:
+    """A web handler closes a client's stream when the client goes away, while the task
+    that forwards it waits for the next event: that task must end, not wait forever."""
+    await oc.start_session(A)
+    stream = oc.events(A)
+    got: list[object] = []
+
+    async def forward() -> None:
+        async for event in stream:
+            got.append(event)
+
+    forwarding = asyncio.create_task(forward())
+    await asyncio.sleep(0.01)  # the consumer waits on an empty stream
+    subscribed = oc._core.hub.subscribers
+    await stream.aclose()
+    async with asyncio.timeout(2):
+        await forwarding
+    assert got == [] and oc._core.hub.subscribers == subscribed - 1
+    assert [e async for e in stream] == [], "a closed stream stays ended"
+
+
 async def test_a_replay_longer_than_the_queue_ends_with_a_gap(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
