@@ -21,6 +21,7 @@ from typing import Any, Self
 import httpx
 
 from ._answers import Answers
+from ._base_url import checked_base_url
 from ._client import OpenCodeClient
 from ._compaction import newest_model, newest_summary
 from ._compat import unreadable_version_warning, untested_version_warning
@@ -106,6 +107,8 @@ class OpenCodeAdapter:
     ) -> None:
         if base_url is None and transport is not None:
             raise InvalidInputError("a transport needs a base_url")
+        if base_url is not None:
+            checked_base_url(base_url)  # refused here, before a repr or a log can show it
         if timeouts is not None and not isinstance(timeouts, Timeouts):
             raise InvalidInputError("timeouts must be a Timeouts")
         for name, value in (

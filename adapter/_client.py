@@ -24,6 +24,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from ._base_url import checked_base_url
 from ._exceptions import (
     AuthError,
     InvalidInputError,
@@ -97,16 +98,7 @@ class OpenCodeClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        try:
-            url = httpx.URL(base_url)
-        except (httpx.InvalidURL, TypeError):
-            raise InvalidInputError("base_url is not a valid URL") from None
-        if url.userinfo:
-            # Credentials in a URL end up in logs and error messages: refuse them,
-            # and never echo the URL that carried them.
-            raise InvalidInputError("put credentials in password=, not in the base_url")
-        if url.scheme not in ("http", "https") or not url.host:
-            raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r:.100}")
+        url = checked_base_url(base_url)  # never a credential, never echoed
         if timeout <= 0:
             raise InvalidInputError("timeout must be positive")
         if max_connections < 1:
