@@ -3,17 +3,26 @@
 The library logs through ``structlog`` and never configures it on import: the
 host decides where logs go. :func:`configure_logging` is a convenience for
 command-line use and tests (console or JSON lines on stderr, level filter).
+
+What it writes is safe to keep and to share: a traceback shows the frames, never
+their local variables (one may hold a password or a token), and every string is
+well formed (:mod:`adapter._unicode`), so a lone UTF-16 surrogate from the
+server cannot make a strict UTF-8 stream refuse the line.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
+from structlog.typing import EventDict, ExcInfo, WrappedLogger
 
 from ._exceptions import InvalidInputError
+from ._unicode import well_formed, well_formed_data
 
 __all__ = ["configure_logging", "get_logger"]
 
@@ -24,25 +33,81 @@ def get_logger(name: str) -> Any:
 
 
 def configure_logging(
-    *, format: Literal["console", "json"] = "console", level: int | str = logging.INFO
+    *,
+    format: Literal["console", "json"] = "console",
+    level: int | str = logging.INFO,
+    file: TextIO | None = None,
 ) -> None:
-    """Send structlog output to stderr as console lines or JSON lines, filtered by ``level``."""
+    """Send structlog output to ``file`` (default stderr) as console lines or JSON
+    lines, filtered by ``level``. Tracebacks never show local variables."""
     numeric = logging.getLevelName(level) if isinstance(level, str) else level
     if not isinstance(numeric, int):
         raise InvalidInputError(f"unknown log level {level!r}")
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if format == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
+    stream = file if file is not None else sys.stderr
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if format == "json":
+        # The exception as data (frames, types, messages) before the strings are
+        # made well formed; structlog's ready-made `dict_tracebacks` shows locals.
+        processors.append(
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
+        )
+    processors.append(_well_formed_event)
+    if format == "json":
+        processors.append(structlog.processors.JSONRenderer())
+    else:
+        colors = _isatty(stream)
+        processors.append(
+            structlog.dev.ConsoleRenderer(
+                colors=colors, exception_formatter=_LocalsFreeTraceback(rich=colors)
+            )
+        )
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or minimal stream
+        return False
+
+
+def _well_formed_event(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """Every string of the event, keys and nested values included, well formed.
+    The exception (``exc_info``) is left for the renderer, whose formatter does
+    the same to the traceback text."""
+    exc_info = event_dict.pop("exc_info", None)
+    cleaned: EventDict = well_formed_data(event_dict)
+    if exc_info is not None:
+        cleaned["exc_info"] = exc_info
+    return cleaned
+
+
+class _LocalsFreeTraceback:
+    """The console renderer's exception formatter: frames and messages, no locals.
+
+    ``structlog``'s default on a console is a ``rich`` traceback *with* locals.
+    On a terminal this keeps ``rich``'s layout (``show_locals=False``); elsewhere
+    it is Python's plain traceback. Either text is made well formed, since an
+    exception's message can quote the server.
+    """
+
+    def __init__(self, *, rich: bool) -> None:
+        self._format: Any = (
+            structlog.dev.RichTracebackFormatter(show_locals=False)
+            if rich
+            else structlog.dev.plain_traceback
+        )
+
+    def __call__(self, sio: TextIO, exc_info: ExcInfo) -> None:
+        text = io.StringIO()
+        self._format(text, exc_info)
+        sio.write(well_formed(text.getvalue()))

@@ -17,9 +17,8 @@ import os
 import sys
 from typing import TextIO
 
-import structlog
-
 from .._adapter import OpenCodeAdapter
+from .._logging import configure_logging
 from ._commands import password_from, url_from
 
 __all__ = ["acp_command", "add_acp_parser"]
@@ -56,22 +55,9 @@ def _binary(args: argparse.Namespace) -> str:
 
 
 def _log_to(stream: TextIO, args: argparse.Namespace) -> None:
-    renderer = (
-        structlog.processors.JSONRenderer()
-        if args.log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
     level = logging.DEBUG if args.verbose else logging.INFO
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
-        cache_logger_on_first_use=False,
-    )
+    # The one configuration: tracebacks without locals, well-formed text.
+    configure_logging(format=args.log_format, level=level, file=stream)
     # The SDK logs through the standard library: the same place, never stdout.
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))

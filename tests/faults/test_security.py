@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
+import io
 import json
+import logging
+import os
+import re
+import subprocess
+import sys
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import structlog
 
 from adapter import (
     AuthError,
@@ -19,6 +28,8 @@ from adapter import (
     OpenCodeClient,
     OpenCodeError,
 )
+from adapter._logging import configure_logging
+from adapter.cli import amain
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.faults.conftest import FAST_RETRY
 from tests.faults.support import (
@@ -195,3 +206,198 @@ async def test_the_password_is_never_sent_to_a_proxy_from_the_environment(
                 await client.health()
         await settle()
     assert server.received == [], f"the proxy got: {server.received!r}"
+
+
+# -- credentials inside a base_url ---------------------------------------------------------
+
+# Every way a secret rides in a URL. OpenCode's base URL is scheme://host[:port][/prefix]:
+# nothing legitimate uses a query or a fragment (the directory goes in a header or in the
+# client's own ?directory=), so any is refused, whatever its name.
+HOSTILE_BASE_URLS = {
+    "userinfo": f"http://opencode:{PASSWORD}@127.0.0.1:4096",
+    "user-only": f"http://{PASSWORD}@127.0.0.1:4096",
+    "password-only": f"http://:{PASSWORD}@127.0.0.1:4096/",
+    "auth_token": f"http://127.0.0.1:4096/?auth_token={PASSWORD}",
+    "token-no-slash": f"http://127.0.0.1:4096?token={PASSWORD}",
+    "beside-directory": f"http://127.0.0.1:4096/?directory=/srv&password={PASSWORD}",
+    "bare-query": f"http://127.0.0.1:4096/prefix?{PASSWORD}",
+    "fragment": f"http://127.0.0.1:4096/#token={PASSWORD}",
+    "wrong-scheme": f"ftp://opencode:{PASSWORD}@127.0.0.1",
+    "wrong-scheme-query": f"ftp://127.0.0.1/?auth_token={PASSWORD}",
+    "no-scheme": f"opencode:{PASSWORD}@127.0.0.1:4096",
+    "no-host": f"http://opencode:{PASSWORD}@",
+    "no-host-query": f"http:///?key={PASSWORD}",
+}
+hostile_base_urls = pytest.mark.parametrize(
+    "base_url", list(HOSTILE_BASE_URLS.values()), ids=list(HOSTILE_BASE_URLS)
+)
+
+
+@hostile_base_urls
+async def test_a_secret_in_a_base_url_is_refused_by_the_client_without_echoing_it(
+    base_url: str,
+) -> None:
+    with pytest.raises(InvalidInputError, match="base_url") as caught:
+        OpenCodeClient(base_url, transport=FakeOpenCodeServer().transport)
+    assert_no_secret(exception_texts(caught.value))
+
+
+@hostile_base_urls
+async def test_a_secret_in_a_base_url_is_refused_by_the_adapter_without_echoing_it(
+    base_url: str, fake: FakeOpenCodeServer
+) -> None:
+    with pytest.raises(InvalidInputError, match="base_url") as caught:
+        OpenCodeAdapter(base_url, transport=fake.transport)
+    assert_no_secret(exception_texts(caught.value))
+
+
+def test_the_refusals_say_what_to_do_instead() -> None:
+    with pytest.raises(InvalidInputError, match="password=") as userinfo:
+        OpenCodeClient(HOSTILE_BASE_URLS["userinfo"])
+    with pytest.raises(InvalidInputError, match="query") as query:
+        OpenCodeClient(HOSTILE_BASE_URLS["auth_token"])
+    with pytest.raises(InvalidInputError, match="fragment") as fragment:
+        OpenCodeAdapter(HOSTILE_BASE_URLS["fragment"])
+    for caught in (userinfo, query, fragment):
+        assert_no_secret(exception_texts(caught.value))
+
+
+async def test_a_base_url_with_a_path_prefix_is_still_accepted(fake: FakeOpenCodeServer) -> None:
+    async with OpenCodeClient("http://127.0.0.1:4096/opencode/", password=PASSWORD) as client:
+        assert client.base_url == "http://127.0.0.1:4096/opencode"
+        assert PASSWORD not in repr(client)
+    adapter = OpenCodeAdapter("https://[::1]:4096/opencode", password=PASSWORD)
+    assert PASSWORD not in repr(adapter) and "auth=basic" in repr(adapter)
+
+
+@pytest.mark.parametrize("command", ["tree ses_x", "stop ses_x", "run hi", "web"])
+@pytest.mark.parametrize("source", ["--url", "OPENCODE_URL"])
+@hostile_base_urls
+async def test_the_cli_refuses_a_secret_in_the_url_without_echoing_it(
+    base_url: str,
+    command: str,
+    source: str,
+    fake: FakeOpenCodeServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    argv = command.split()
+    if source == "--url":
+        argv += ["--url", base_url]
+    else:
+        monkeypatch.setenv("OPENCODE_URL", base_url)
+    started: list[object] = []
+    monkeypatch.setattr("adapter.cli._web._serve", lambda *a: started.append(a))
+    code = await amain(argv, transport=fake.transport)
+    captured = capsys.readouterr()
+    assert code == 2 and not started and not fake.requests
+    assert captured.err.startswith(f"error: {'--url' if source == '--url' else '$OPENCODE_URL'} ")
+    assert_no_secret([captured.out, captured.err])
+
+
+def test_the_acp_command_refuses_a_secret_in_the_url_without_echoing_it(tmp_path: Path) -> None:
+    log = tmp_path / "acp.log"
+    env = {**os.environ, "OPENCODE_URL": HOSTILE_BASE_URLS["auth_token"]}
+    done = subprocess.run(
+        [sys.executable, "-m", "adapter", "acp", "--log-file", str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+    )
+    assert done.returncode == 2 and "query" in done.stderr
+    assert_no_secret([done.stdout, done.stderr, log.read_text() if log.exists() else ""])
+
+
+# -- tracebacks in logs never print local variables -----------------------------------------
+
+LOCAL_SECRET = "s3cret-value"
+
+
+def _fails_holding_a_secret() -> None:
+    api_key = LOCAL_SECRET  # a frame local that a locals-printing traceback would show
+    raise RuntimeError(f"failed after {len(api_key)} characters")
+
+
+class StrictStream(io.TextIOWrapper):
+    """A strict UTF-8 text stream (a lone surrogate raises), as a pipe or file can be."""
+
+    def __init__(self, *, tty: bool = False) -> None:
+        super().__init__(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+    def text(self) -> str:
+        """What was written, without the terminal's colour codes."""
+        buffer = self.buffer
+        assert isinstance(buffer, io.BytesIO)
+        return re.sub(r"\x1b\[[0-9;]*m", "", buffer.getvalue().decode("utf-8"))
+
+
+def _acp_logging(stream: StrictStream, fmt: str) -> None:
+    from adapter.cli._acp import _log_to
+
+    _log_to(stream, argparse.Namespace(log_format=fmt, verbose=True))
+
+
+LOG_SETUPS: dict[str, Callable[[StrictStream], None]] = {
+    "console": lambda s: configure_logging(format="console", level="DEBUG", file=s),
+    "console-tty": lambda s: configure_logging(format="console", level="DEBUG", file=s),
+    "json": lambda s: configure_logging(format="json", level="DEBUG", file=s),
+    "acp-console": lambda s: _acp_logging(s, "console"),
+    "acp-json": lambda s: _acp_logging(s, "json"),
+}
+
+
+@pytest.fixture
+def root_handlers() -> Iterator[None]:
+    """The ACP command adds a standard-library handler: removed after the test."""
+    before = list(logging.getLogger().handlers)
+    level = logging.getLogger().level
+    yield
+    logging.getLogger().handlers[:] = before
+    logging.getLogger().setLevel(level)
+
+
+@pytest.mark.parametrize("setup", list(LOG_SETUPS))
+def test_a_logged_traceback_never_prints_local_variables(setup: str, root_handlers: None) -> None:
+    stream = StrictStream(tty=setup.endswith("tty"))
+    LOG_SETUPS[setup](stream)
+    log = structlog.get_logger("adapter.test")
+    try:
+        _fails_holding_a_secret()
+    except RuntimeError as exc:
+        log.exception("failed.exception")
+        log.error("failed.exc_info", exc_info=True)
+        log.error("failed.exc_info_object", exc_info=exc)
+    text = stream.text()
+    assert text.count("_fails_holding_a_secret") >= 3, text
+    assert "failed after 12 characters" in text
+    assert LOCAL_SECRET not in text
+
+
+@pytest.mark.parametrize("setup", list(LOG_SETUPS))
+def test_a_log_line_with_lone_surrogates_is_written(setup: str, root_handlers: None) -> None:
+    stream = StrictStream(tty=setup.endswith("tty"))
+    LOG_SETUPS[setup](stream)
+    log = structlog.get_logger("adapter.test")
+    log.warning("title\ud800", title="a\ud800b", nested={"k\udfff": ["x\ud83d", 1]})
+    try:
+        raise ValueError("bad \udc80 input")
+    except ValueError:
+        log.exception("failed")
+    text = stream.text()
+    if "json" in setup:
+        first, second = (json.loads(line) for line in text.splitlines())
+        assert first["title"] == "a\ufffdb" and first["event"] == "title\ufffd"
+        assert first["nested"] == {"k\ufffd": ["x\ufffd", 1]}
+        assert "\\ud" not in text, "no lone surrogate escape in the JSON either"
+        assert second["event"] == "failed" and "bad \ufffd input" in json.dumps(
+            second["exception"], ensure_ascii=False
+        )
+    else:
+        assert "a\ufffdb" in text and "bad \ufffd input" in text
+        assert "k\ufffd" in text and "x\ufffd" in text
