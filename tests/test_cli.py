@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
+import re
 import signal
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -24,6 +27,34 @@ async def fake() -> AsyncIterator[FakeOpenCodeServer]:
 
 def url(fake: FakeOpenCodeServer) -> list[str]:
     return ["--url", fake.base_url]
+
+
+class StrictTerminal:
+    """stdout and stderr as strict UTF-8 streams (a lone surrogate written raises), read back
+    as text. ``rich`` makes the CLI render as on a terminal (trees, styles)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, rich: bool = False) -> None:
+        self._out, self._err = io.BytesIO(), io.BytesIO()
+        for name, raw in (("stdout", self._out), ("stderr", self._err)):
+            stream = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
+            monkeypatch.setattr(sys, name, stream)
+        if rich:
+            monkeypatch.setenv("TTY_COMPATIBLE", "1")
+            monkeypatch.setenv("NO_COLOR", "1")
+            monkeypatch.setenv("COLUMNS", "400")  # a tree line is cropped to the width
+
+    @property
+    def out(self) -> str:
+        return _plain(self._out.getvalue().decode("utf-8"))
+
+    @property
+    def err(self) -> str:
+        return _plain(self._err.getvalue().decode("utf-8"))
+
+
+def _plain(text: str) -> str:
+    """``text`` without the terminal's style codes (bold, dim...)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 async def test_tree_shows_titles_and_status(
@@ -199,3 +230,97 @@ async def test_demo_without_node_says_how_to_install_and_falls_back(
     assert "apt-get install nodejs npm" in captured.err and "make opencode" in captured.err
     assert "FAKE SERVER" in captured.err
     assert json.loads(captured.out)["backend"] == "fake"
+
+
+# -- server text with lone UTF-16 surrogates (OpenCode cuts strings by UTF-16 units) ----------
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich", "json"])
+async def test_tree_prints_a_title_with_a_lone_surrogate_as_the_replacement_character(
+    fake: FakeOpenCodeServer, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    term = StrictTerminal(monkeypatch, rich=mode == "rich")
+    root = fake.add_session(title="a\ud800b")
+    fake.add_session(parent_id=root, title="kid \udfff", busy=True)
+    argv = ["tree", root, *url(fake), *(["--json"] if mode == "json" else [])]
+    code = await amain(argv, transport=fake.transport)
+    assert (code, term.err) == (0, "")
+    if mode == "json":
+        titles = [s["title"] for s in json.loads(term.out)["sessions"]]
+        assert titles == ["a\ufffdb", "kid \ufffd"]
+        assert "\\ud" not in term.out, "no lone surrogate escape in the JSON either"
+    else:
+        assert "a\ufffdb" in term.out and "kid \ufffd" in term.out and root in term.out
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich", "json"])
+async def test_a_stop_report_with_a_lone_surrogate_in_a_server_error_is_printed(
+    fake: FakeOpenCodeServer, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    term = StrictTerminal(monkeypatch, rich=mode == "rich")
+    root = fake.add_session(busy=True)
+    bad = fake.add_session(parent_id=root, busy=True)
+    body = {"name": "UnknownError", "data": {"message": "refused \ud83d here"}}
+    fake.fail("POST", f"/session/{bad}/abort", status=400, times=None, body=body)
+    argv = ["stop", root, *url(fake), *(["--json"] if mode == "json" else [])]
+    code = await amain(argv, transport=fake.transport)
+    assert code == 1
+    assert f"could not stop {bad}" in term.err and "refused \ufffd here" in term.err
+    if mode == "json":
+        [report] = json.loads(term.out)["reports"]
+        assert "refused \ufffd here" in report["error"]
+    else:
+        assert "refused \ufffd here" in term.out and bad in term.out
+
+
+async def test_run_streams_text_with_lone_surrogates_and_joins_a_pair_split_across_deltas(
+    fake: FakeOpenCodeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    term = StrictTerminal(monkeypatch)
+    fake.script(
+        "cli",
+        [
+            Tool("bash", {"command": "ls \ud800"}, output="x\udc00\n", title="ls \ud800"),
+            Text("lone \ud800 half. "),
+            Text("split x\ud83d"),  # a pair cut between two deltas, as OpenCode cuts it
+            Text("\ude00y done."),
+        ],
+    )
+    code = await amain(["run", "go [[script:cli]]", *url(fake)], transport=fake.transport)
+    assert (code, term.err) == (0, "")
+    assert "✔ bash x\ufffd" in term.out
+    assert "lone \ufffd half. split x\U0001f600y done." in term.out
+
+
+async def test_an_error_message_with_a_lone_surrogate_is_printed(
+    fake: FakeOpenCodeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    term = StrictTerminal(monkeypatch)
+    body = {"name": "NotFoundError", "data": {"message": "no session \udc80 here"}}
+    fake.fail("GET", "/session/ses_gone", status=404, times=None, body=body)
+    code = await amain(["tree", "ses_gone", *url(fake)], transport=fake.transport)
+    assert code == 1
+    assert term.err == "error: not found: no session \ufffd here\n"
+
+
+async def test_the_interrupted_partial_result_with_lone_surrogates_is_printed(
+    fake: FakeOpenCodeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    term = StrictTerminal(monkeypatch)
+    fake.script(
+        "cli",
+        [
+            Tool("bash", {"command": "echo \udfff"}, output="out \ud800\n"),
+            Text("half\ud800"),
+            Hang(),
+        ],
+    )
+    task = asyncio.create_task(
+        amain(["run", "work [[script:cli]]", *url(fake)], transport=fake.transport)
+    )
+    await fake.wait_for_event("message.part.delta", timeout=5)
+    os.kill(os.getpid(), signal.SIGINT)
+    assert await asyncio.wait_for(task, 10) == 130
+    # What the partial result keeps of the text is the adapter's rule; the CLI prints it.
+    assert "completed   bash echo \ufffd" in term.out and "→ out " in term.out
+    assert "text so far: half" in term.out

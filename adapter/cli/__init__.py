@@ -125,6 +125,8 @@ async def amain(
     except (OpenCodeError, ValueError) as exc:
         out.error(_describe(exc, args))
         return 2 if isinstance(exc, ValueError) else 1
+    finally:
+        out.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

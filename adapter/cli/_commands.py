@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.status import Status
 
 from .._adapter import OpenCodeAdapter
+from .._base_url import checked_base_url
 from .._client import OpenCodeClient
 from .._events import (
     ChildStarted,
@@ -44,8 +45,15 @@ def password_from(args: argparse.Namespace) -> str | None:
 
 
 def url_from(args: argparse.Namespace) -> str | None:
-    url = getattr(args, "url", None) or os.environ.get("OPENCODE_URL")
-    return url or None
+    """--url, else $OPENCODE_URL, refused (before anything starts) if it carries a credential."""
+    url = getattr(args, "url", None)
+    name = "--url"
+    if not url:
+        url, name = os.environ.get("OPENCODE_URL"), "$OPENCODE_URL"
+    if not url:
+        return None
+    checked_base_url(url, name=name, password_hint="--password-env")
+    return url
 
 
 @contextlib.asynccontextmanager
@@ -104,21 +112,19 @@ async def tree_command(args: argparse.Namespace, out: Out) -> int:
                     live.update(session_tree(args.session, sessions, statuses)[0])
         sessions, statuses = await read_tree(client, args.session)
         if args.json:
-            out.write(
-                _json(
-                    {
-                        "root": args.session,
-                        "sessions": [
-                            {
-                                "id": sid,
-                                "parent_id": parent,
-                                "title": title,
-                                "status": statuses.get(sid, "idle"),
-                            }
-                            for sid, (parent, title) in sessions.items()
-                        ],
-                    }
-                )
+            out.json(
+                {
+                    "root": args.session,
+                    "sessions": [
+                        {
+                            "id": sid,
+                            "parent_id": parent,
+                            "title": title,
+                            "status": statuses.get(sid, "idle"),
+                        }
+                        for sid, (parent, title) in sessions.items()
+                    ],
+                }
             )
         else:
             out.tree(*session_tree(args.session, sessions, statuses))
@@ -165,7 +171,7 @@ async def stop_command(args: argparse.Namespace, out: Out) -> int:
                 failures += 1
                 out.error(str(error))
         if args.json:
-            out.write(_json({"reports": reports}))
+            out.json({"reports": reports})
     return 1 if failures else 0
 
 
@@ -302,9 +308,3 @@ def _print_event(event: Event, turn_id: str, out: Out) -> int | None:
             out.line(f"\nturn aborted: {event.reason}", style="yellow")
             return 1
     return None
-
-
-def _json(data: Any) -> str:
-    import json
-
-    return json.dumps(data, indent=2, default=str) + "\n"

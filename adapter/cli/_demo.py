@@ -42,7 +42,7 @@ from ..testing._model_server import (
     task_call,
 )
 from ..testing._real_server import RealOpenCodeServer, find_opencode_binary, find_project_root
-from ._commands import _json, _report_json, read_tree
+from ._commands import _report_json, read_tree
 from ._render import Out, partial_lines, report_tree, session_tree
 
 __all__ = ["demo_command"]
@@ -156,7 +156,7 @@ async def demo_command(args: argparse.Namespace, out: Out) -> int:
         result = await _story(backend, args, out)
     result["timing"]["total_s"] = round(time.monotonic() - started, 2)
     if args.json:
-        out.write(_json(result))
+        out.json(result)
     else:
         _print_story(result, out)
     return 0 if result["proof"]["ok"] else 1

@@ -1,16 +1,25 @@
-"""Terminal output: rich on a TTY, plain text otherwise (and always for --json)."""
+"""Terminal output: rich on a TTY, plain text otherwise (and always for --json).
+
+Everything the CLI prints goes through :class:`Out`, and :class:`Out` writes only
+well-formed text (:mod:`adapter._unicode`): server data (titles, text, tool input
+and output, error messages) may hold lone UTF-16 surrogates, which a UTF-8
+terminal or pipe refuses, and one would end the command mid-output.
+"""
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO, cast
 
 from rich.console import Console
 from rich.tree import Tree
 
 from .._partial_result import PartialResult
 from .._stop_tree import StopReport
+from .._unicode import well_formed, well_formed_data
 
 __all__ = ["Out", "partial_lines", "report_tree"]
 
@@ -18,24 +27,82 @@ _OUTCOME_STYLE = {"aborted": "green", "not_found": "yellow", "failed": "bold red
 _STATUS_STYLE = {"busy": "bold yellow", "retry": "magenta", "idle": "green"}
 
 
+class WellFormedStream(io.TextIOBase):
+    """A text stream that hands ``target()`` only well-formed text.
+
+    ``target`` is looked up at each write, as ``rich`` looks up ``sys.stdout``.
+    A high surrogate that ends a write is held back until the next one: text
+    streamed in deltas may be cut inside a pair, and the two halves written in
+    turn must still print as the one character they encode. :meth:`close`
+    writes a half still held (as U+FFFD) and leaves ``target`` open.
+    """
+
+    def __init__(self, target: Callable[[], TextIO]) -> None:
+        super().__init__()
+        self._target = target
+        self._held = ""
+
+    def write(self, text: str) -> int:
+        count = len(text)
+        text, self._held = self._held + text, ""
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            text, self._held = text[:-1], text[-1]
+        if text:
+            self._target().write(well_formed(text))
+        return count
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def close(self) -> None:
+        if self._held:
+            held, self._held = self._held, ""
+            self._target().write(well_formed(held))
+            self.flush()
+
+    def isatty(self) -> bool:
+        return self._target().isatty()
+
+    def fileno(self) -> int:
+        return self._target().fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._target(), "encoding", None) or "utf-8"
+
+
 class Out:
-    """Where the CLI writes: stdout for results, stderr for errors and progress."""
+    """Where the CLI writes: stdout for results, stderr for errors and progress.
+
+    Both go through a :class:`WellFormedStream`; :meth:`close` at the end of the
+    command writes what it still holds."""
 
     def __init__(self, *, force_plain: bool = False) -> None:
-        self.console = Console(highlight=False, soft_wrap=True)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.stdout = WellFormedStream(lambda: sys.stdout)
+        self.stderr = WellFormedStream(lambda: sys.stderr)
+        # A text stream in all but the name typing gives it (``IO[str]``).
+        self.console = Console(file=cast(TextIO, self.stdout), highlight=False, soft_wrap=True)
+        self.err = Console(file=cast(TextIO, self.stderr), highlight=False, soft_wrap=True)
         self.rich = self.console.is_terminal and not force_plain
 
     def line(self, text: str = "", style: str | None = None) -> None:
         if self.rich:
             self.console.print(text, style=style, markup=False)
         else:
-            sys.stdout.write(text + "\n")
-            sys.stdout.flush()
+            self.stdout.write(text + "\n")
+            self.stdout.flush()
 
     def write(self, text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def json(self, data: Any) -> None:
+        """``data`` as indented JSON; strings well formed first, so the document holds
+        no lone-surrogate escape that a strict JSON parser would refuse."""
+        self.write(json.dumps(well_formed_data(data), indent=2, default=str) + "\n")
 
     def error(self, text: str) -> None:
         self.err.print(
@@ -48,6 +115,10 @@ class Out:
         else:
             for text in plain:
                 self.line(text)
+
+    def close(self) -> None:
+        self.stdout.close()
+        self.stderr.close()
 
 
 def _build_tree(
