@@ -33,6 +33,7 @@ import base64
 import binascii
 import contextlib
 import os
+import traceback
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -449,8 +450,15 @@ class OpenCodeTreeAgent:
                 last = event.event_id
                 try:
                     await self._on_event(session, event)
-                except Exception:  # one event that failed must not end the forwarding
-                    _log.exception("acp.forward_failed", session_id=session.session_id)
+                except Exception as exc:  # one event that failed must not end the forwarding
+                    # The formatted traceback, not exc_info: structlog's default console
+                    # renderer would print the frames' locals (see adapter.web._errors).
+                    _log.error(
+                        "acp.forward_failed",
+                        session_id=session.session_id,
+                        error_type=type(exc).__name__,
+                        traceback="".join(traceback.format_exception(exc)),
+                    )
             if gap is None or gap.reason != "overflow":
                 break
             stream = self._adapter.events(session.thread_id, after=gap.last_event_id or last)

@@ -401,3 +401,27 @@ def test_a_log_line_with_lone_surrogates_is_written(setup: str, root_handlers: N
     else:
         assert "a\ufffdb" in text and "bad \ufffd input" in text
         assert "k\ufffd" in text and "x\ufffd" in text
+
+
+def test_no_library_log_call_hands_structlog_a_live_exception() -> None:
+    """A host that never configures structlog gets its default console renderer, whose
+    rich tracebacks print every frame's locals. So the library logs an exception as text
+    (Python's formatted traceback), never as ``exc_info`` or through ``.exception()``."""
+    import ast
+
+    offenders: list[str] = []
+    import adapter
+
+    for path in sorted(Path(adapter.__file__).parent.rglob("*.py")):
+        if "testing" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            logger = ast.unparse(node.func.value)
+            is_log = logger.endswith(("_log", "log", "logger"))
+            if is_log and (
+                node.func.attr == "exception" or any(k.arg == "exc_info" for k in node.keywords)
+            ):
+                offenders.append(f"{path}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert offenders == []
