@@ -30,13 +30,18 @@ __all__ = ["checked_base_url"]
 
 
 def checked_base_url(
-    base_url: object, *, name: str = "base_url", password_hint: str = "password="
+    base_url: object,
+    *,
+    name: str = "base_url",
+    password_hint: str = "password=",
+    directory_hint: str = "directory=",
 ) -> httpx.URL:
     """``base_url`` parsed, if it is an ``http(s)`` URL with a host and no secret in it.
 
     Raises :class:`~adapter.InvalidInputError` otherwise, whose message never holds
     the URL. ``name`` is how the caller calls the value (``--url`` on the command
-    line), ``password_hint`` where the password goes instead (``--password-env``).
+    line); the hints say where the password and the project directory go instead
+    (``--password-env``, ``--directory``).
     """
     url: httpx.URL | None = None
     # Refused below, outside the handler: the parser's own message quotes the URL,
@@ -53,8 +58,8 @@ def checked_base_url(
     part = _query_or_fragment(base_url)
     if part is not None:
         raise InvalidInputError(
-            f"{name} must not have a {part} (it may carry a secret, and an OpenCode base URL "
-            f"has none): pass the password with {password_hint}, the project with directory"
+            f"{name} must not have a {part}: it may carry a secret, and an OpenCode base URL "
+            f"has none. Pass the password with {password_hint}, the project with {directory_hint}"
         )
     if url.scheme not in ("http", "https") or not url.host:
         raise InvalidInputError(

@@ -52,7 +52,7 @@ def url_from(args: argparse.Namespace) -> str | None:
         url, name = os.environ.get("OPENCODE_URL"), "$OPENCODE_URL"
     if not url:
         return None
-    checked_base_url(url, name=name, password_hint="--password-env")
+    checked_base_url(url, name=name, password_hint="--password-env", directory_hint="--directory")
     return url
 
 
