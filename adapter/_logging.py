@@ -12,14 +12,13 @@ server cannot make a strict UTF-8 stream refuse the line.
 
 from __future__ import annotations
 
-import io
 import logging
 import sys
 from typing import Any, Literal, TextIO
 
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
-from structlog.typing import EventDict, ExcInfo, WrappedLogger
+from structlog.typing import EventDict, WrappedLogger
 
 from ._exceptions import InvalidInputError
 from ._unicode import well_formed, well_formed_data
@@ -57,14 +56,19 @@ def configure_logging(
         )
     processors.append(_well_formed_event)
     if format == "json":
-        processors.append(structlog.processors.JSONRenderer())
+        processors.append(structlog.processors.JSONRenderer(default=_json_fallback))
     else:
         colors = _isatty(stream)
-        processors.append(
-            structlog.dev.ConsoleRenderer(
-                colors=colors, exception_formatter=_LocalsFreeTraceback(rich=colors)
-            )
+        # structlog's default console traceback is rich's *with* locals.
+        traceback_format: Any = (
+            structlog.dev.RichTracebackFormatter(show_locals=False)
+            if colors
+            else structlog.dev.plain_traceback
         )
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=colors, exception_formatter=traceback_format
+        )
+        processors.append(_WellFormedLine(renderer))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -82,8 +86,9 @@ def _isatty(stream: TextIO) -> bool:
 
 def _well_formed_event(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
     """Every string of the event, keys and nested values included, well formed.
-    The exception (``exc_info``) is left for the renderer, whose formatter does
-    the same to the traceback text."""
+    The exception (``exc_info``) is left for the renderer: JSON has turned it into
+    data already, the console renderer formats it and :class:`_WellFormedLine`
+    cleans the text."""
     exc_info = event_dict.pop("exc_info", None)
     cleaned: EventDict = well_formed_data(event_dict)
     if exc_info is not None:
@@ -91,23 +96,20 @@ def _well_formed_event(_logger: WrappedLogger, _method: str, event_dict: EventDi
     return cleaned
 
 
-class _LocalsFreeTraceback:
-    """The console renderer's exception formatter: frames and messages, no locals.
+def _json_fallback(value: object) -> Any:
+    """What JSON cannot hold as is (an object, an exception): structlog's rule
+    (``__structlog__()``, else ``repr``), made well formed, since a ``__repr__`` can
+    quote the server verbatim."""
+    custom = getattr(value, "__structlog__", None)
+    return well_formed_data(custom() if callable(custom) else repr(value))
 
-    ``structlog``'s default on a console is a ``rich`` traceback *with* locals.
-    On a terminal this keeps ``rich``'s layout (``show_locals=False``); elsewhere
-    it is Python's plain traceback. Either text is made well formed, since an
-    exception's message can quote the server.
-    """
 
-    def __init__(self, *, rich: bool) -> None:
-        self._format: Any = (
-            structlog.dev.RichTracebackFormatter(show_locals=False)
-            if rich
-            else structlog.dev.plain_traceback
-        )
+class _WellFormedLine:
+    """The console renderer, with its whole line made well formed: a traceback's
+    message and an object's ``repr`` can quote the server too."""
 
-    def __call__(self, sio: TextIO, exc_info: ExcInfo) -> None:
-        text = io.StringIO()
-        self._format(text, exc_info)
-        sio.write(well_formed(text.getvalue()))
+    def __init__(self, renderer: structlog.dev.ConsoleRenderer) -> None:
+        self._renderer = renderer
+
+    def __call__(self, logger: WrappedLogger, method: str, event_dict: EventDict) -> str:
+        return well_formed(self._renderer(logger, method, event_dict))

@@ -379,12 +379,22 @@ def test_a_logged_traceback_never_prints_local_variables(setup: str, root_handle
     assert LOCAL_SECRET not in text
 
 
+class ReprQuotesTheServer:
+    def __repr__(self) -> str:
+        return "<session titled c\udc00d>"
+
+
 @pytest.mark.parametrize("setup", list(LOG_SETUPS))
 def test_a_log_line_with_lone_surrogates_is_written(setup: str, root_handlers: None) -> None:
     stream = StrictStream(tty=setup.endswith("tty"))
     LOG_SETUPS[setup](stream)
     log = structlog.get_logger("adapter.test")
-    log.warning("title\ud800", title="a\ud800b", nested={"k\udfff": ["x\ud83d", 1]})
+    log.warning(
+        "title\ud800",
+        title="a\ud800b",
+        nested={"k\udfff": ["x\ud83d", 1]},
+        thing=ReprQuotesTheServer(),
+    )
     try:
         raise ValueError("bad \udc80 input")
     except ValueError:
@@ -394,13 +404,14 @@ def test_a_log_line_with_lone_surrogates_is_written(setup: str, root_handlers: N
         first, second = (json.loads(line) for line in text.splitlines())
         assert first["title"] == "a\ufffdb" and first["event"] == "title\ufffd"
         assert first["nested"] == {"k\ufffd": ["x\ufffd", 1]}
+        assert first["thing"] == "<session titled c\ufffdd>"
         assert "\\ud" not in text, "no lone surrogate escape in the JSON either"
         assert second["event"] == "failed" and "bad \ufffd input" in json.dumps(
             second["exception"], ensure_ascii=False
         )
     else:
         assert "a\ufffdb" in text and "bad \ufffd input" in text
-        assert "k\ufffd" in text and "x\ufffd" in text
+        assert "k\ufffd" in text and "x\ufffd" in text and "c\ufffdd" in text
 
 
 def test_no_library_log_call_hands_structlog_a_live_exception() -> None:
