@@ -663,6 +663,9 @@ class OpenCodeAdapter:
                 on_event=self._translator.handle,
                 on_lost=lambda exc: self._stream_lost(directory, exc),
                 on_restored=lambda: self._stream_restored(directory, client),
+                on_skipped=lambda kind, count, reason: self._events_skipped(
+                    directory, kind, count, reason
+                ),
                 should_run=lambda: not core.closed and not core.server_dead,
             )
             self._pumps[directory] = pump
@@ -683,6 +686,20 @@ class OpenCodeAdapter:
                     thread_id=thread.thread_id,
                     turn_id=thread.lifecycle.turn_id,
                     message=f"event stream lost, reconnecting: {exc}",
+                )
+            )
+
+    def _events_skipped(self, directory: str | None, kind: str, count: int, reason: str) -> None:
+        """Native events the pump could not read or translate (``docs/reliability.md``)."""
+        plural = "event" if count == 1 else "events"
+        message = f"skipped {count} native {plural} of type {kind!r}: {reason}"
+        for thread in self._core.threads_in(directory):
+            self._core.emit(
+                RuntimeWarningEvent(
+                    thread_id=thread.thread_id,
+                    turn_id=thread.lifecycle.turn_id,
+                    message=message,
+                    error_name="NativeEventError",
                 )
             )
 

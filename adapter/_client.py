@@ -14,7 +14,6 @@ from typing import Any, Literal, Self, TypeVar
 
 import httpx
 import httpx_sse
-import msgspec
 import structlog
 from tenacity import (
     AsyncRetrying,
@@ -25,11 +24,17 @@ from tenacity import (
 )
 
 from ._base_url import checked_base_url
+from ._event_wire import (
+    DEFAULT_MAX_EVENT_BYTES,
+    LineBoundedStream,
+    OnSkipped,
+    RawEvent,
+    decode_events,
+)
 from ._exceptions import (
     AuthError,
     InvalidInputError,
     NotFoundError,
-    OpenCodeError,
     ProtocolError,
     RequestError,
 )
@@ -42,12 +47,9 @@ __all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
 
 T = TypeVar("T")
 PermissionReply = Literal["once", "always", "reject"]
-RawEvent = dict[str, Any]
-
 _log = get_logger("adapter.client")
 
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 class _TransientRequestError(RequestError):
@@ -433,14 +435,20 @@ class OpenCodeClient:
 
     @asynccontextmanager
     async def event_stream(
-        self, *, read_timeout: float = 30.0, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+        self,
+        *,
+        read_timeout: float = 30.0,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        on_skipped: OnSkipped | None = None,
     ) -> AsyncIterator[AsyncIterator[RawEvent]]:
         """Open ``GET /event`` and yield an iterator of decoded events.
 
-        A ``data:`` payload that is not a JSON object is skipped with a warning
-        (a hostile or broken server must not stop the stream); one larger than
-        ``max_event_bytes`` raises :class:`ProtocolError`. The server sends a
-        heartbeat about every 10 s, so ``read_timeout`` detects a dead stream.
+        A ``data:`` payload that is not an event object of strict JSON, or is nested
+        deeper than ``MAX_EVENT_DEPTH`` (:mod:`adapter._event_wire`), is skipped (a
+        hostile or broken server must not stop the stream): ``on_skipped`` gets its
+        :class:`~adapter.NativeEventError`, by default a warning is logged. One
+        larger than ``max_event_bytes`` raises :class:`ProtocolError`. The server
+        sends a heartbeat about every 10 s, so ``read_timeout`` detects a dead stream.
         """
         timeout = httpx.Timeout(self.timeout, read=read_timeout)
         try:
@@ -465,8 +473,8 @@ class OpenCodeClient:
                 if "content-encoding" not in response.headers:
                     # httpx-sse buffers a whole line before it decodes it: bound the line
                     # length on the raw bytes, so an endless line cannot fill memory.
-                    response.stream = _LineBoundedStream(response.stream, max_event_bytes)
-                yield _decode_events(source, max_event_bytes)
+                    response.stream = LineBoundedStream(response.stream, max_event_bytes)
+                yield decode_events(source, max_event_bytes, on_skipped)
         except httpx.TimeoutException as exc:
             raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
@@ -719,28 +727,6 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-class _LineBoundedStream(httpx.AsyncByteStream):
-    """Passes bytes through, refusing a line longer than ``limit`` bytes."""
-
-    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream, limit: int) -> None:
-        if not isinstance(inner, httpx.AsyncByteStream):
-            raise TypeError("an async response stream is required")
-        self._inner = inner
-        self._limit = limit
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        run = 0
-        async for chunk in self._inner:
-            cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
-            run = run + len(chunk) if cut < 0 else len(chunk) - cut - 1
-            if run > self._limit:
-                raise ProtocolError("event_stream", f"an event line exceeds {self._limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 def _parse_bool(data: object) -> bool:
     if not isinstance(data, bool):
         raise ValueError("expected a boolean")
@@ -749,44 +735,3 @@ def _parse_bool(data: object) -> bool:
 
 def _ignore(data: object) -> None:
     return None
-
-
-_FAST_DECODE = msgspec.json.Decoder().decode
-
-
-def _decode_json(data: str) -> Any:
-    """One event's JSON: ``msgspec`` (3-4 times faster than ``json`` on OpenCode's events,
-    see docs/benchmarks.md), and the standard library for what ``msgspec`` refuses but
-    ``json`` reads (a lone surrogate escape, as a delta cut inside a pair carries; an
-    integer beyond 64 bits), so the decoder changes no outcome, only the time.
-    """
-    try:
-        return _FAST_DECODE(data)
-    except ValueError:
-        return json.loads(data)
-
-
-async def _decode_events(
-    source: httpx_sse.EventSource, max_event_bytes: int
-) -> AsyncIterator[RawEvent]:
-    try:
-        async for sse in source.aiter_sse():
-            if not sse.data:
-                continue
-            if len(sse.data) > max_event_bytes:
-                raise ProtocolError("event_stream", f"an event exceeds {max_event_bytes} bytes")
-            try:
-                event = _decode_json(sse.data)
-            except ValueError:
-                _log.warning("opencode.event.malformed", reason="not JSON", size=len(sse.data))
-                continue
-            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-                _log.warning("opencode.event.malformed", reason="not an event object")
-                continue
-            yield event
-    except OpenCodeError:
-        raise
-    except httpx.TimeoutException as exc:
-        raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc
-    except httpx.TransportError as exc:
-        raise RequestError("event_stream", f"connection lost ({type(exc).__name__})") from exc

@@ -5,23 +5,105 @@ its concerns (reconnecting with backoff, noticing an outage and its end,
 parsing each native event exactly once, surviving a malformed event) have
 nothing to do with threads. The pump knows none: it hands each parsed event,
 the start of an outage and its end to the callbacks it was given.
+
+It never dies while it should run:
+
+* A native event that cannot be read (:mod:`adapter._event_wire`: not strict
+  JSON, not an event object, nested too deep), parsed (:func:`parse_native`) or
+  translated (``on_event`` raised) is skipped and counted in :attr:`bad_events`.
+  ``on_skipped`` hears of it at most once per type per
+  :data:`SKIP_REPORT_INTERVAL`: the first skip at once, the others of the window
+  with their count when it ends. Types beyond :data:`MAX_REPORTED_TYPES` in a
+  window are reported together as ``other``, so a flood of invented types costs
+  bounded memory and warnings.
+* Anything else that goes wrong while reading (the stream is lost, or the pump
+  itself fails: a bug) is an outage: ``on_lost`` once, reconnection with
+  tenacity's backoff, ``on_restored`` once reconnected, so the threads are
+  reconciled. The backoff starts again after a connection that lasted
+  :data:`_STABLE_AFTER` seconds, and grows while each connection fails at once,
+  so a failure that recurs on every connection costs a few requests, not a loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
+
+from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
 from ._client import OpenCodeClient
+from ._event_wire import RawEvent
 from ._exceptions import NativeEventError, ProtocolError, RequestError
 from ._logging import get_logger
 from ._native import NativeEvent, parse_native
+from ._unicode import well_formed
 
-__all__ = ["EventPump"]
+__all__ = ["MAX_REPORTED_TYPES", "SKIP_REPORT_INTERVAL", "EventPump"]
 
 _log = get_logger("adapter.pump")
 
-_MAX_BACKOFF = 5.0
+#: Seconds between two reports of skipped events of one type.
+SKIP_REPORT_INTERVAL = 10.0
+#: Types with their own report per window; the rest are reported as ``other``.
+MAX_REPORTED_TYPES = 32
+#: The label of an event whose type could not be read.
+UNKNOWN_TYPE = "unknown"
+
+_FIRST_WAIT = 0.1
+_MAX_WAIT = 5.0
+_STABLE_AFTER = 1.0
+_TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(slots=True)
+class _Window:
+    count: int = 0
+    reason: str = ""
+    timer: asyncio.TimerHandle | None = None
+
+
+class _SkipReports:
+    """Skipped events per type, reported at most once per type per interval."""
+
+    def __init__(self, report: Callable[[str, int, str], None]) -> None:
+        self._report = report
+        self._windows: dict[str, _Window] = {}
+
+    def add(self, kind: str, reason: str) -> None:
+        window = self._windows.get(kind)
+        if window is None:
+            if len(self._windows) >= MAX_REPORTED_TYPES:
+                kind = "other"
+                window = self._windows.get(kind)
+            if window is None:
+                window = self._windows[kind] = _Window()
+        window.count += 1
+        window.reason = reason
+        if window.timer is None:
+            self._flush(kind, window)
+
+    def _flush(self, kind: str, window: _Window) -> None:
+        if window.count == 0:
+            del self._windows[kind]  # a quiet type is forgotten: bounded memory
+            return
+        count, window.count = window.count, 0
+        window.timer = asyncio.get_running_loop().call_later(
+            SKIP_REPORT_INTERVAL, self._flush, kind, window
+        )
+        _log.warning("adapter.events_skipped", type=kind, count=count, reason=window.reason)
+        try:
+            self._report(kind, count, window.reason)
+        except Exception as exc:  # the report must never be what breaks the pump
+            _log.error("adapter.skip_report_failed", error=repr(exc)[:300])
+
+    def close(self) -> None:
+        for window in self._windows.values():
+            if window.timer is not None:
+                window.timer.cancel()
+        self._windows.clear()
 
 
 class EventPump:
@@ -35,6 +117,7 @@ class EventPump:
         on_event: Callable[[NativeEvent], None],
         on_lost: Callable[[Exception], None],
         on_restored: Callable[[], None],
+        on_skipped: Callable[[str, int, str], None],
         should_run: Callable[[], bool],
     ) -> None:
         self.directory = directory
@@ -46,42 +129,114 @@ class EventPump:
         self._on_lost = on_lost
         self._on_restored = on_restored
         self._should_run = should_run
+        self._skips = _SkipReports(on_skipped)
+        self._outage = False
 
     async def run(self) -> None:
-        backoff = 0.1
-        outage = False
-        while self._should_run():
-            try:
-                async with self.client.event_stream() as events:
-                    self.connected.set()
-                    backoff = 0.1
-                    if outage:
-                        outage = False
-                        self.reconnects += 1
-                        self._on_restored()
-                    async for raw in events:
-                        self._dispatch(raw)
-                raise RequestError("event_stream", "the server ended the event stream")
-            except (RequestError, ProtocolError) as exc:
-                self.connected.clear()
-                if not self._should_run():
+        """Read the stream, reconnecting after every failure, until ``should_run``
+        says stop; returns then, and raises nothing but its cancellation."""
+        try:
+            while self._should_run():
+                retrying = AsyncRetrying(
+                    retry=retry_if_exception(self._restartable),
+                    wait=wait_exponential_jitter(
+                        multiplier=_FIRST_WAIT, max=_MAX_WAIT, jitter=_FIRST_WAIT
+                    ),
+                    reraise=True,
+                )
+                try:
+                    async for attempt in retrying:
+                        with attempt:
+                            await self._connection()
+                except Exception:  # not restarted: the adapter is closing
                     return
-                if not outage:
-                    outage = True
-                    _log.warning("adapter.stream_lost", directory=self.directory, error=str(exc))
-                    self._on_lost(exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
+        finally:
+            self.connected.clear()
+            self._skips.close()
 
-    def _dispatch(self, raw: object) -> None:
+    def _restartable(self, exc: BaseException) -> bool:
+        # Cancellation is a BaseException: never retried.
+        return isinstance(exc, Exception) and self._should_run()
+
+    async def _connection(self) -> None:
+        """One connection, from opening the stream to losing it. Returns when it had
+        been up :data:`_STABLE_AFTER` seconds (the backoff starts again), else raises."""
+        loop = asyncio.get_running_loop()
+        opened: float | None = None
+        try:
+            async with self.client.event_stream(on_skipped=self._unreadable) as events:
+                opened = loop.time()
+                self.connected.set()
+                if self._outage:
+                    self._outage = False
+                    self.reconnects += 1
+                    self._on_restored()
+                async for raw in events:
+                    self._dispatch(raw)
+            raise RequestError("event_stream", "the server ended the event stream")
+        except Exception as exc:
+            self.connected.clear()
+            if not self._should_run():
+                raise
+            self._lost(exc)
+            if opened is not None and loop.time() - opened >= _STABLE_AFTER:
+                return
+            raise
+
+    def _lost(self, exc: Exception) -> None:
+        if isinstance(exc, RequestError | ProtocolError):
+            reason: Exception = exc
+            if not self._outage:
+                _log.warning("adapter.stream_lost", directory=self.directory, error=str(exc))
+        else:
+            # A bug of the pump (or of a callback): logged with its traceback; the host
+            # hears only that the pump restarts, not the text of an internal error.
+            # As text: structlog's default renderer would print every frame's locals.
+            _log.error(
+                "adapter.pump_failed",
+                directory=self.directory,
+                error_type=type(exc).__name__,
+                traceback="".join(traceback.format_exception(exc)),
+            )
+            reason = RequestError(
+                "event_stream", f"the event pump failed ({type(exc).__name__}) and restarts"
+            )
+        if not self._outage:
+            self._outage = True
+            try:
+                self._on_lost(reason)
+            except Exception as error:
+                _log.error("adapter.outage_report_failed", error=repr(error)[:300])
+
+    def _dispatch(self, raw: RawEvent) -> None:
         try:
             event = parse_native(raw)
-        except NativeEventError as exc:
-            self.bad_events += 1
-            _log.warning("adapter.bad_event", error=str(exc)[:300])
+        except Exception as exc:  # parse_native raises NativeEventError; a bug the same way
+            if not isinstance(exc, NativeEventError):
+                exc = NativeEventError(_type_of(raw), f"could not be parsed ({type(exc).__name__})")
+            self._unreadable(exc)
             return
         try:
             self._on_event(event)
         except Exception as exc:  # a bug on one event must never stop the pump
-            self.bad_events += 1
-            _log.error("adapter.event_failed", type=event.type, error=repr(exc)[:300])
+            _log.error("adapter.event_failed", type=_label(event.type), error=repr(exc)[:300])
+            self._skipped(event.type, f"its translation failed ({type(exc).__name__})")
+
+    def _unreadable(self, error: NativeEventError) -> None:
+        text = str(error)
+        prefix = f"{error.operation}: "
+        self._skipped(error.event_type, text[len(prefix) :] if text.startswith(prefix) else text)
+
+    def _skipped(self, kind: str | None, reason: str) -> None:
+        self.bad_events += 1
+        self._skips.add(_label(kind), well_formed(reason)[:200])
+
+
+def _type_of(raw: object) -> str | None:
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _label(kind: str | None) -> str:
+    """A native type fit to be named in a warning: a plausible type name, else ``unknown``."""
+    return kind if kind is not None and _TYPE_NAME.fullmatch(kind) else UNKNOWN_TYPE

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import ProtocolError
-from adapter._client import _decode_json
+from adapter._event_wire import decode_json as _decode_json
 from adapter._exceptions import NativeEventError
 from adapter._ids import checked_id
 from adapter._models import Part, ToolState
@@ -462,7 +462,7 @@ JSON_TEXT = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
-    | st.floats(allow_nan=False)
+    | st.floats(allow_nan=False, allow_infinity=False)  # not JSON: refused (_event_wire)
     | st.text(max_size=8)
     | st.sampled_from(["\ud83d", "\udc00x", "é"]),  # lone surrogates: a delta cut in a pair
     lambda inner: (
@@ -479,8 +479,6 @@ def test_the_event_decoder_reads_exactly_what_json_reads(value: object, ascii_on
     assert _decode_json(text) == json.loads(text)
 
 
-@pytest.mark.parametrize(
-    "text", ['{"a": NaN}', '{"n": 123456789012345678901234567890}', '"\\ud800"']
-)
+@pytest.mark.parametrize("text", ['{"n": 123456789012345678901234567890}', '"\\ud800"'])
 def test_the_event_decoder_falls_back_where_the_fast_one_refuses(text: str) -> None:
     assert repr(_decode_json(text)) == repr(json.loads(text))
