@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .._unicode import well_formed
+
 JSON = dict[str, Any]
 
 __all__ = ["ModelInput", "PromptParts", "convert_parts"]
@@ -185,4 +187,5 @@ def _data_url_bytes(url: str) -> bytes | None:
             return base64.b64decode(payload, validate=True)
         except ValueError:
             return None
-    return unquote(payload).encode()
+    # A lone surrogate (a JSON escape in the URL) is U+FFFD in Node's UTF-8, never a crash.
+    return well_formed(unquote(payload)).encode()

@@ -1113,8 +1113,16 @@ class FakeOpenCodeServer:
             directory = _resolve_directory(directory, self.directory)
         return self._emit(type, dict(properties or {}), directory=directory)
 
-    def emit_raw(self, data: bytes) -> None:
-        """Write ``data`` verbatim to every stream (include the SSE framing yourself)."""
+    def emit_raw(self, data: bytes | str) -> None:
+        """Write to every stream: ``bytes`` verbatim (include the SSE framing yourself),
+        a ``str`` as one SSE event whose ``data`` it is (one ``data:`` line per line of
+        it), UTF-8 encoded (a lone surrogate character as the invalid bytes a broken
+        encoder writes). A hostile or broken server's event, scripted as it is sent:
+        ``fake.emit_raw('{"type":"session.idle","properties":{"sessionID":"ses_\\ud800"}}')``
+        (a lone surrogate escaped as OpenCode's ``JSON.stringify`` writes it)."""
+        if isinstance(data, str):
+            framed = "".join(f"data: {line}\n" for line in data.split("\n")) + "\n"
+            data = framed.encode("utf-8", "surrogatepass")
         for sub in self._subscribers:
             sub.queue.put_nowait(bytes(data))
 

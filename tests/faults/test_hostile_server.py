@@ -634,3 +634,42 @@ async def test_a_malformed_stranger_in_the_status_map_does_not_block_turn_comple
         turn = await h.oc.send_turn(T, "go [[script:ok]]")
         done = await h.rec.wait_for("turn.completed", timeout=1.0)
         assert done.turn_id == turn.turn_id
+
+
+# ------------------------------------------------------------------ lone surrogates
+
+
+async def test_the_fake_writes_lone_surrogates_escaped_as_opencode_does(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """OpenCode cuts strings by UTF-16 units and ``JSON.stringify`` writes a lone half as
+    ``\\ud83d``: the fake does the same on its event stream and in its bodies, and no
+    lone surrogate in a request makes it fail."""
+    headers = {"content-type": "application/json"}
+    async with (
+        httpx.AsyncClient(transport=fake.transport, base_url=fake.base_url) as http,
+        http.stream("GET", "/event") as stream,
+    ):
+        chunks = stream.aiter_bytes()
+        assert b"server.connected" in await anext(chunks)
+        created = await http.post("/session", content=rb'{"title":"cut \ud83d"}', headers=headers)
+        assert created.status_code == 200 and b'"cut \\ud83d"' in created.content
+        frame = await anext(chunks)
+        assert b'"cut \\ud83d"' in frame and frame.decode("utf-8")  # escaped: valid UTF-8
+        listed = await http.get("/session")
+        assert b'"cut \\ud83d"' in listed.content and listed.content.decode("utf-8")
+        sid = created.json()["id"]
+        prompts = [
+            rb'{"parts":[{"type":"file","mime":"text/plain","url":"data:text/plain,\udc00"}]}',
+            rb'{"parts":[{"type":"text","text":"x"}],"agent":"\ud800"}',
+            rb'{"parts":[{"type":"bogus\ud800"}]}',
+        ]
+        for body in prompts:
+            answer = await http.post(f"/session/{sid}/prompt_async", content=body, headers=headers)
+            assert answer.status_code in (204, 400), answer.content
+            answer.content.decode("utf-8")
+        fake.emit_raw('{"type":"session.idle","properties":{"sessionID":"ses_\\ud800"}}')
+        raw = await anext(chunks)
+        while b"ses_\\ud800" not in raw:
+            raw = await anext(chunks)
+        assert b'data: {"type":"session.idle","properties":{"sessionID":"ses_\\ud800"}}\n\n' in raw
