@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 import adapter._pump as pump_module
@@ -307,3 +308,30 @@ def test_the_depth_bound_is_documented() -> None:
 
     docs = (Path(__file__).parents[2] / "docs" / "reliability.md").read_text()
     assert f"`MAX_EVENT_DEPTH` ({MAX_EVENT_DEPTH})" in docs
+
+
+async def test_an_event_stream_whose_body_does_not_decode_is_lost_and_reconnected(
+    fake: FakeOpenCodeServer,
+) -> None:
+    served = [0]
+
+    async def garbage_gzip(request: httpx.Request) -> httpx.Response | None:
+        served[0] += 1
+        if served[0] > 1:
+            return None  # the next connection is the fake's own stream
+        return httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream", "content-encoding": "gzip"},
+            content=b"this is not gzip at all",
+        )
+
+    fake.on("GET", "/event", garbage_gzip)
+    fake.script("ok", [Text("fine")])
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        pump = h.oc._pumps[None]
+        async with asyncio.timeout(5):
+            while pump.reconnects == 0:
+                await asyncio.sleep(0.01)
+        await h.oc.send_turn(T, "go [[script:ok]]")
+        assert (await h.rec.wait_for("turn.completed", timeout=5)).state == "completed"
