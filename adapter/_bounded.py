@@ -4,6 +4,12 @@ Why its own module: a runaway tool or a hostile stream must not exhaust memory, 
 every string the collector keeps is cut at a byte limit (UTF-8 safe, with a visible
 ``…[truncated N bytes]`` marker) and every tool input is copied detached and bounded.
 These are the rules of that cutting, apart from what the collector does with it.
+
+Text is kept as OpenCode sent it, lone UTF-16 surrogate halves included
+(``surrogatepass``: three bytes each), because OpenCode cuts strings by UTF-16
+units and the other half of a pair may come with the next delta
+(:func:`pop_high_half` lets the collector join them). Text is made well formed
+(:mod:`adapter._unicode`) only when it leaves, by :func:`text_of`.
 """
 
 from __future__ import annotations
@@ -15,7 +21,18 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Slot", "bound_input", "cut_utf8", "join_bounded", "marker", "utf8"]
+from ._unicode import well_formed
+
+__all__ = [
+    "Slot",
+    "bound_input",
+    "cut_utf8",
+    "join_bounded",
+    "marker",
+    "pop_high_half",
+    "text_of",
+    "utf8",
+]
 
 _FAST_LOADS = msgspec.json.Decoder().decode
 _NAME_CAP = 256
@@ -27,13 +44,41 @@ def marker(dropped: int) -> str:
 
 
 def utf8(value: str) -> bytes:
-    # "replace" because JSON may carry lone surrogates, which strict UTF-8
-    # refuses; a replaced character is better than a dropped event.
-    return value.encode("utf-8", "replace")
+    # "surrogatepass" because JSON may carry lone surrogates, which strict UTF-8
+    # refuses: each is kept (three bytes) until text_of() makes the text well formed.
+    return value.encode("utf-8", "surrogatepass")
+
+
+def text_of(data: bytes | bytearray) -> str:
+    """Stored bytes as text that leaves the process: halves paired, lone ones U+FFFD."""
+    return well_formed(data.decode("utf-8", "surrogatepass"))
+
+
+def _half_at(data: bytes | bytearray, index: int, *, low: bool) -> bool:
+    """Whether a surrogate half starts at ``data[index]``: in surrogatepass UTF-8 a high
+    half (U+D800..U+DBFF) is ED A0..AF xx, a low one (U+DC00..U+DFFF) ED B0..BF xx."""
+    if index < 0 or index + 1 >= len(data) or data[index] != 0xED:
+        return False
+    second = data[index + 1]
+    return 0xB0 <= second <= 0xBF if low else 0xA0 <= second <= 0xAF
+
+
+def pop_high_half(data: bytearray) -> str:
+    """Remove a high surrogate half that ends ``data`` and return it (``""`` if none).
+
+    OpenCode cuts by UTF-16 units: when the next piece starts with the low half,
+    the caller joins the two into the one character they encode.
+    """
+    if len(data) >= 3 and _half_at(data, len(data) - 3, low=False):
+        half = bytes(data[-3:]).decode("utf-8", "surrogatepass")
+        del data[-3:]
+        return half
+    return ""
 
 
 def cut_utf8(data: bytes, limit: int) -> bytes:
-    """The longest prefix of ``data`` of at most ``limit`` bytes that ends on a character."""
+    """The longest prefix of ``data`` of at most ``limit`` bytes that ends on a character
+    (and not between the two halves of a surrogate pair)."""
     if len(data) <= limit:
         return data
     cut = max(limit, 0)
@@ -41,6 +86,8 @@ def cut_utf8(data: bytes, limit: int) -> bytes:
     # character straddles the cut and goes too.
     while cut > 0 and (data[cut] & 0xC0) == 0x80:
         cut -= 1
+    if cut >= 3 and _half_at(data, cut, low=True) and _half_at(data, cut - 3, low=False):
+        cut -= 3
     return data[:cut]
 
 
@@ -56,7 +103,7 @@ class Slot:
         return len(self.data) + self.dropped
 
     def render(self) -> str:
-        text = self.data.decode("utf-8", "replace")
+        text = text_of(self.data)
         return text + marker(self.dropped) if self.dropped else text
 
 
@@ -74,14 +121,14 @@ def join_bounded(slots: Sequence[Slot], limit: int) -> tuple[str, bool]:
         data = (b"\n" if index else b"") + bytes(slot.data)
         if len(data) <= room:
             room -= len(data)
-            pieces.append(data.decode("utf-8", "replace"))
+            pieces.append(text_of(data))
             if slot.dropped:
                 pieces.append(marker(slot.dropped))
                 cut = True
             continue
         kept = cut_utf8(data, room)
         rest = sum(s.full_size + 1 for s in slots[index + 1 :])
-        pieces.append(kept.decode("utf-8", "replace"))
+        pieces.append(text_of(kept))
         pieces.append(marker(len(data) - len(kept) + slot.dropped + rest))
         return "".join(pieces), True
     return "".join(pieces), cut
@@ -121,7 +168,7 @@ def bound_input(value: Mapping[str, Any], limit: int) -> tuple[dict[str, Any], i
         else:
             marker = f"…[truncated {len(raw)} bytes]"
             room = share - len(utf8(marker))
-            kept = cut_utf8(raw, room).decode("utf-8") if room > 0 else ""
+            kept = cut_utf8(raw, room).decode("utf-8", "surrogatepass") if room > 0 else ""
             bounded[name] = kept + marker
     text = json.dumps(bounded, ensure_ascii=False)
     size = len(utf8(text))

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ._bounded import Slot, bound_input, cut_utf8, join_bounded, utf8
+from ._bounded import Slot, bound_input, cut_utf8, join_bounded, pop_high_half, utf8
 from ._exceptions import InvalidInputError, NativeEventError
 from ._ids import is_session_id, validate_id
 from ._logging import get_logger
@@ -48,6 +48,7 @@ from ._partial_result import (
     SessionPartial,
     ToolCallResult,
 )
+from ._unicode import well_formed, well_formed_data
 from ._usage import TurnUsage, UsageMeter
 
 __all__ = ["BASH_ABORT_MARKER", "PartialCollector"]
@@ -574,11 +575,19 @@ class PartialCollector:
         self._used += len(kept)
 
     def _append(self, slot: Slot, value: str) -> None:
-        data = utf8(value)
+        """Add a delta: a bytearray grows in place (amortised linear, no string rebuilt)."""
         if slot.dropped:
             # Once cut, the stored text is a prefix; later text cannot follow it.
-            slot.dropped += len(data)
+            slot.dropped += len(utf8(value))
             return
+        if value and "\udc00" <= value[0] <= "\udfff":
+            # OpenCode cut a surrogate pair between two deltas: join the halves again,
+            # so the stored text is what the server's own snapshot will hold.
+            half = pop_high_half(slot.data)
+            if half:
+                self._used -= len(utf8(half))
+                value = well_formed(half + value[0]) + value[1:]
+        data = utf8(value)
         kept = cut_utf8(data, self._room(self._max_output, len(slot.data)))
         slot.data += kept
         slot.dropped += len(data) - len(kept)
@@ -682,12 +691,14 @@ class PartialCollector:
 
     def _call_result(self, session_id: str, part: _ToolPart) -> ToolCallResult:
         slots = [s for s in (part.output, part.error, part.title) if s is not None]
+        # Strings leave well formed (lone surrogate halves as U+FFFD): the result is
+        # written out as JSON, in logs, to the model (adapter._unicode).
         return ToolCallResult(
             session_id=session_id,
-            call_id=part.call_id,
-            tool=part.tool,
+            call_id=well_formed(part.call_id),
+            tool=well_formed(part.tool),
             status=_classify(part, child_aborted=self._child_aborted(part)),
-            input=part.input,
+            input=well_formed_data(part.input),
             output=None if part.output is None else part.output.render(),
             error=None if part.error is None else part.error.render(),
             title=None if part.title is None else part.title.render(),

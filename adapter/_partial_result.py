@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from ._exceptions import InvalidInputError
+from ._unicode import well_formed, well_formed_data
 from ._usage import TurnUsage
 
 __all__ = [
@@ -69,16 +70,18 @@ class ToolCallResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable copy (``input`` is already JSON-safe)."""
+        # Well formed (adapter._unicode): a result built by hand or read back by
+        # from_dict() may hold lone surrogate halves, and JSON must encode to UTF-8.
         return {
-            "session_id": self.session_id,
-            "call_id": self.call_id,
-            "tool": self.tool,
+            "session_id": well_formed(self.session_id),
+            "call_id": well_formed(self.call_id),
+            "tool": well_formed(self.tool),
             "status": self.status,
-            "input": dict(self.input),
-            "output": self.output,
-            "error": self.error,
-            "title": self.title,
-            "child_session_id": self.child_session_id,
+            "input": well_formed_data(dict(self.input)),
+            "output": _well_formed_opt(self.output),
+            "error": _well_formed_opt(self.error),
+            "title": _well_formed_opt(self.title),
+            "child_session_id": _well_formed_opt(self.child_session_id),
             "truncated": self.truncated,
         }
 
@@ -202,6 +205,8 @@ class PartialResult:
         half the size it would be with the calls repeated. (So every call of
         a session must also be in ``tool_calls``, as it is in a collected
         result; otherwise :class:`~adapter.InvalidInputError` is raised.)
+        Every string is well formed (a lone UTF-16 surrogate half becomes U+FFFD,
+        ``adapter._unicode``), so the document always encodes to UTF-8.
         """
         index = {id(call): i for i, call in enumerate(self.tool_calls)}
 
@@ -211,18 +216,18 @@ class PartialResult:
 
         sessions: dict[str, Any] = {}
         for session_id, partial in self.sessions.items():
-            sessions[session_id] = {
-                "session_id": partial.session_id,
-                "parent_id": partial.parent_id,
-                "text": partial.text,
-                "reasoning": partial.reasoning,
+            sessions[well_formed(session_id)] = {
+                "session_id": well_formed(partial.session_id),
+                "parent_id": _well_formed_opt(partial.parent_id),
+                "text": well_formed(partial.text),
+                "reasoning": well_formed(partial.reasoning),
                 "tool_call_indexes": [position(c) for c in partial.tool_calls],
                 "truncated": partial.truncated,
             }
         return {
-            "turn_id": self.turn_id,
-            "root_session_id": self.root_session_id,
-            "text": self.text,
+            "turn_id": _well_formed_opt(self.turn_id),
+            "root_session_id": well_formed(self.root_session_id),
+            "text": well_formed(self.text),
             "tool_calls": [c.to_dict() for c in self.tool_calls],
             "sessions": sessions,
             "truncated": self.truncated,
@@ -285,6 +290,10 @@ class PartialResult:
         if max_chars < 0:
             raise InvalidInputError("max_chars must not be negative")
         return _render_prompt(self, max_chars)
+
+
+def _well_formed_opt(value: str | None) -> str | None:
+    return None if value is None else well_formed(value)
 
 
 def _as_obj(value: object) -> Mapping[str, Any]:
