@@ -87,6 +87,7 @@ from adapter import (
     text_part,
 )
 
+from ._outbound import WellFormedClient
 from ._requests import (
     PERMISSION_OPTIONS,
     answer_for,
@@ -168,14 +169,15 @@ class OpenCodeTreeAgent:
 
     def __init__(self, adapter: OpenCodeAdapter) -> None:
         self._adapter = adapter
-        self._conn: Client | None = None
+        self._conn: WellFormedClient | None = None
         self._sessions: dict[str, _Session] = {}
 
     def on_connect(self, conn: Client) -> None:
-        self._conn = conn
+        # Every update and request goes out through it: server text made well formed.
+        self._conn = WellFormedClient(conn)
 
     @property
-    def _client(self) -> Client:
+    def _client(self) -> WellFormedClient:
         if self._conn is None:
             raise _error("the agent is not connected")
         return self._conn

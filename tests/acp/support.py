@@ -3,8 +3,12 @@
 The agent and the client talk JSON-RPC over a socket pair, exactly as over stdio,
 so the tests exercise the SDK's framing and routing on both sides. The client
 records every update, every message in arrival order (to check that no update of
-a turn follows its answer), and holds each permission request until the test
-answers it.
+a turn follows its answer), the raw bytes the agent wrote, and holds each
+permission request until the test answers it.
+
+``python -m tests.acp.support acp ...`` runs the real ``opencode-tree`` command line
+on an in-process fake OpenCode server (``amain``'s ``transport`` seam), so a test can
+start the ACP agent as the subprocess an editor starts.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -107,6 +112,10 @@ class Harness:
     conn: ClientSideConnection
     client: RecordingClient
     wire: list[StreamEvent]  # every message the client received, in order
+    raw: bytearray = field(default_factory=bytearray)  # every byte the agent wrote
+
+    def raw_lines(self) -> list[bytes]:
+        return bytes(self.raw).splitlines()
 
     async def new_session(self, cwd: str = "/tmp/project") -> str:
         await self.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
@@ -133,10 +142,13 @@ class Harness:
 async def connected(adapter: OpenCodeAdapter) -> AsyncIterator[Harness]:
     agent_sock, client_sock = socket.socketpair()
     agent_reader, agent_writer = await asyncio.open_connection(sock=agent_sock)
-    client_reader, client_writer = await asyncio.open_connection(sock=client_sock)
+    socket_reader, client_writer = await asyncio.open_connection(sock=client_sock)
     serving = asyncio.create_task(run_acp(adapter, agent_writer, agent_reader))
     client = RecordingClient()
     wire: list[StreamEvent] = []
+    harness_raw = bytearray()
+    client_reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+    tapping = asyncio.create_task(_tap(socket_reader, client_reader, harness_raw))
     conn = acp.connect_to_agent(
         cast(acp.Client, client),
         client_writer,
@@ -145,10 +157,39 @@ async def connected(adapter: OpenCodeAdapter) -> AsyncIterator[Harness]:
         use_unstable_protocol=True,  # session/resume
     )
     try:
-        yield Harness(conn, client, wire)
+        yield Harness(conn, client, wire, harness_raw)
     finally:
         await conn.close()
         client_writer.close()  # the agent reads EOF: the client went away
         async with asyncio.timeout(5):
             await serving
         agent_writer.close()
+        async with asyncio.timeout(5):
+            await tapping
+
+
+async def _tap(source: asyncio.StreamReader, sink: asyncio.StreamReader, raw: bytearray) -> None:
+    """Pass what the agent writes on to the client's reader, keeping a copy."""
+    while chunk := await source.read(64 * 1024):
+        raw += chunk
+        sink.feed_data(chunk)
+    sink.feed_eof()
+
+
+def main() -> int:
+    """``opencode-tree`` (its ``amain``) with every request served by a fake OpenCode."""
+    from adapter.cli import amain
+    from adapter.testing.fake import FakeOpenCodeServer
+
+    async def run() -> int:
+        fake = FakeOpenCodeServer(seed=7)
+        try:
+            return await amain(sys.argv[1:], transport=fake.transport)
+        finally:
+            await fake.aclose()
+
+    return asyncio.run(run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
