@@ -72,7 +72,8 @@ class _SkipReports:
         self._report = report
         self._windows: dict[str, _Window] = {}
 
-    def add(self, kind: str, reason: str) -> None:
+    def add(self, kind: str, reason: str) -> bool:
+        """Count one skip; whether it was reported at once (the first of its window)."""
         window = self._windows.get(kind)
         if window is None:
             if len(self._windows) >= MAX_REPORTED_TYPES:
@@ -82,12 +83,14 @@ class _SkipReports:
                 window = self._windows[kind] = _Window()
         window.count += 1
         window.reason = reason
-        if window.timer is None:
-            self._flush(kind, window)
+        if window.timer is not None:
+            return False
+        self._flush(kind, window)
+        return True
 
     def _flush(self, kind: str, window: _Window) -> None:
         if window.count == 0:
-            del self._windows[kind]  # a quiet type is forgotten: bounded memory
+            self._windows.pop(kind, None)  # a quiet type is forgotten: bounded memory
             return
         count, window.count = window.count, 0
         window.timer = asyncio.get_running_loop().call_later(
@@ -219,17 +222,23 @@ class EventPump:
         try:
             self._on_event(event)
         except Exception as exc:  # a bug on one event must never stop the pump
-            _log.error("adapter.event_failed", type=_label(event.type), error=repr(exc)[:300])
-            self._skipped(event.type, f"its translation failed ({type(exc).__name__})")
+            if self._skipped(event.type, f"its translation failed ({type(exc).__name__})"):
+                # A bug: its traceback once per report (as text: no frame's locals).
+                _log.error(
+                    "adapter.event_failed",
+                    type=_label(event.type),
+                    error_type=type(exc).__name__,
+                    traceback="".join(traceback.format_exception(exc)),
+                )
 
     def _unreadable(self, error: NativeEventError) -> None:
         text = str(error)
         prefix = f"{error.operation}: "
         self._skipped(error.event_type, text[len(prefix) :] if text.startswith(prefix) else text)
 
-    def _skipped(self, kind: str | None, reason: str) -> None:
+    def _skipped(self, kind: str | None, reason: str) -> bool:
         self.bad_events += 1
-        self._skips.add(_label(kind), well_formed(reason)[:200])
+        return self._skips.add(_label(kind), well_formed(reason)[:200])
 
 
 def _type_of(raw: object) -> str | None:
