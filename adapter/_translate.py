@@ -52,6 +52,7 @@ from ._native import (
 )
 from ._ownership import Ownership
 from ._requests import Requests
+from ._seen_text import SeenText
 from ._thread import ThreadState
 from ._turn import Turn
 from ._turns import Turns
@@ -230,11 +231,14 @@ class Translator:
             turn.part_streams[part.id] = (
                 "assistant_text" if part.type == "text" else "reasoning_text"
             )
-            seen = turn.emitted_text.get(part.id, "")
-            if text.startswith(seen) and len(text) > len(seen):
-                turn.emitted_text[part.id] = text
-                self._emit_delta(thread, turn, sid, part.id, text[len(seen) :], event)
-            elif not seen.startswith(text):
+            seen = turn.emitted_text.get(part.id)
+            if seen is None:
+                seen = turn.emitted_text[part.id] = SeenText()
+            new = seen.new_in(text)
+            if new:
+                seen.extend(new)
+                self._emit_delta(thread, turn, sid, part.id, new, event)
+            elif new is None:
                 _log.debug("adapter.snapshot_diverged", part_id=part.id)
         elif part.type == "tool":
             self._tool(thread, turn, part, event)
@@ -246,7 +250,12 @@ class Translator:
         if turn is None:
             return
         turn.touch()
-        turn.emitted_text[event.part_id] = turn.emitted_text.get(event.part_id, "") + event.delta
+        # Bounded bookkeeping, not the text so far: rebuilding that string on every
+        # delta made a long answer quadratic (adapter._seen_text).
+        seen = turn.emitted_text.get(event.part_id)
+        if seen is None:
+            seen = turn.emitted_text[event.part_id] = SeenText()
+        seen.extend(event.delta)
         self._emit_delta(thread, turn, event.session_id, event.part_id, event.delta, event)
 
     def _emit_delta(

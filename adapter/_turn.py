@@ -20,6 +20,7 @@ from typing import Literal
 from ._events import RetryStatus
 from ._lifecycle_phases import TurnPhase
 from ._partial_collector import PartialCollector
+from ._seen_text import SeenText
 from ._tasks import TaskScope
 
 __all__ = ["Turn"]
@@ -53,7 +54,7 @@ class Turn:
     started_at: float = field(default_factory=time.monotonic)
     last_activity: float = field(default_factory=time.monotonic)
     # Translation bookkeeping: what was emitted of each part, so nothing is sent twice.
-    emitted_text: dict[str, str] = field(default_factory=dict)
+    emitted_text: dict[str, SeenText] = field(default_factory=dict)
     part_streams: dict[str, Literal["assistant_text", "reasoning_text"]] = field(
         default_factory=dict
     )
