@@ -27,7 +27,7 @@ from ._compaction import newest_model, newest_summary
 from ._compat import unreadable_version_warning, untested_version_warning
 from ._core import AdapterCore, Limits
 from ._directories import normalise_directory
-from ._event_history import DEFAULT_HISTORY_LIMIT
+from ._event_history import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from ._events import RuntimeErrorEvent, RuntimeWarningEvent
 from ._exceptions import (
     AdapterClosedError,
@@ -97,6 +97,7 @@ class OpenCodeAdapter:
         max_tree_sessions: int = 10_000,
         eager_root_listing: bool = False,
         event_history: int = DEFAULT_HISTORY_LIMIT,
+        event_history_bytes: int = DEFAULT_HISTORY_BYTES,
         request_timeout: float | None = None,
         connect_timeout: float | None = None,
         submit_timeout: float | None = None,
@@ -116,6 +117,7 @@ class OpenCodeAdapter:
             ("max_output_bytes", max_output_bytes),
             ("max_tree_sessions", max_tree_sessions),
             ("event_history", event_history),
+            ("event_history_bytes", event_history_bytes),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r:.40}")
@@ -145,6 +147,7 @@ class OpenCodeAdapter:
                 max_tree_sessions=max_tree_sessions,
                 eager_root_listing=eager_root_listing,
                 event_history=event_history,
+                event_history_bytes=event_history_bytes,
             ),
         )
         self._ownership = Ownership(core, self._redispatch)
@@ -239,7 +242,8 @@ class OpenCodeAdapter:
 
         It sees every event emitted from now on or, with ``after=<event_id>``, every
         retained event after that one first (the thread's current and previous turn,
-        at most ``event_history`` events per thread; ``docs/adapter.md``, "Events").
+        at most ``event_history`` events and ``event_history_bytes`` bytes per thread;
+        ``docs/adapter.md``, "Events").
         An ``after`` no longer retained starts with a ``stream.gap`` (``expired``).
         ``replay=True`` (without ``after``) starts with everything retained: what a
         page that loads mid-turn needs to draw the turn so far.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import httpx
 
 from ._client import OpenCodeClient
-from ._event_history import DEFAULT_HISTORY_LIMIT
+from ._event_history import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from ._events import Event
 from ._exceptions import AdapterClosedError, SessionClosedError, UnknownThreadError
 from ._logging import get_logger
@@ -37,6 +37,7 @@ class Limits:
     max_tree_sessions: int = 10_000
     eager_root_listing: bool = False
     event_history: int = DEFAULT_HISTORY_LIMIT
+    event_history_bytes: int = DEFAULT_HISTORY_BYTES
 
 
 class BoundedSet:
@@ -76,7 +77,7 @@ class AdapterCore:
         self.transport = transport
         self.timeouts = timeouts
         self.limits = limits
-        self.hub = EventHub(limits.event_history)
+        self.hub = EventHub(limits.event_history, limits.event_history_bytes)
         self.tasks = TaskOwner("opencode-adapter")
         self.clients: dict[str | None, OpenCodeClient] = {}
         self.threads: dict[str, ThreadState] = {}

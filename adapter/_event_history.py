@@ -4,8 +4,8 @@ Why it exists: a page that reloads, or a browser whose stream dropped, must get
 exactly what it missed, not a blank turn and not doubled text. So the hub keeps,
 per thread, the events of the **current and the previous turn** (everything
 since the previous turn's ``turn.started``, or since the thread started when it
-has had fewer than two turns), at most ``limit`` events per thread (the oldest
-go first). The histories of the ``keep_closed`` most recently closed threads
+has had fewer than two turns), at most ``limit`` events and ``max_bytes`` bytes per
+thread (the oldest go first). The histories of the ``keep_closed`` most recently closed threads
 are kept too, so a page can still read how a thread ended; older ones are
 forgotten. Every retained event has a sequence number in emission order, which
 is how a subscription over all threads is replayed in the order it happened.
@@ -14,39 +14,96 @@ Rules:
 - an event is found by its ``event_id`` only while it is retained;
 - ``after(thread, event_id)`` gives the retained events emitted after it (for one
   thread, or every thread in emission order), or says it is not retained;
-- memory is bounded: ``limit`` events per open thread, ``keep_closed`` closed threads;
-  a retained event is kept without its ``raw`` native event (a replayed event has
-  ``raw=None``; its ``event_id`` and every other field are the live event's).
+- memory is bounded: ``limit`` events and ``max_bytes`` bytes per thread, open or
+  one of the ``keep_closed`` closed ones; a retained event is kept without its
+  ``raw`` native event (a replayed event has ``raw=None``; its ``event_id`` and
+  every other field are the live event's);
+- an event's bytes are what its strings and containers take in memory
+  (``sys.getsizeof``, constant time each) plus the event itself, counted once when
+  it is recorded, never by serialising it. A count of events alone let 60 deltas
+  of 3 MB hold 172 MiB after the thread stopped (``benchmarks/text_deltas.py``);
+- an event larger than ``max_bytes`` on its own is not retained at all: asking
+  ``after=`` it, or an event before it, reports the gap as ``expired``.
 """
 
 from __future__ import annotations
 
 import heapq
+import sys
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import fields, is_dataclass
 
-from ._events import Event, without_raw
+from ._events import ContentDelta, Event, without_raw
 
-__all__ = ["DEFAULT_HISTORY_LIMIT", "EventHistory"]
+__all__ = ["DEFAULT_HISTORY_BYTES", "DEFAULT_HISTORY_LIMIT", "EventHistory", "retained_size"]
 
 #: Events retained per thread (``OpenCodeAdapter(event_history=...)``).
 DEFAULT_HISTORY_LIMIT = 5_000
+#: Bytes retained per thread (``OpenCodeAdapter(event_history_bytes=...)``).
+DEFAULT_HISTORY_BYTES = 16 * 1024 * 1024
 #: Closed threads whose history is still retained.
 KEEP_CLOSED = 16
 
+_DELTA_COST = sys.getsizeof(
+    ContentDelta(thread_id="", stream="assistant_text", delta="", item_id="", session_id="")
+)
+_LEAVES = (str, bytes, int, float, type(None))
+
+
+def retained_size(event: Event) -> int:
+    """Bytes an event takes in memory: itself, its strings and containers, recursively.
+
+    Linear in the event's own data and without serialising it; a container is
+    counted once per event, but one shared by two events (a tool's input on
+    ``item.started`` and ``item.completed``) counts for both, which errs on the safe
+    side. Strings and scalars are counted at each use, though the interpreter shares
+    small ints, ``None`` and interned strings.
+    """
+    if type(event) is ContentDelta:  # the bulk of a long answer: one string
+        return _DELTA_COST + sys.getsizeof(event.delta)
+    total = 0
+    stack: list[object] = [event]
+    seen: set[int] = set()  # containers already counted: no cycle can loop, nothing twice
+    while stack:
+        value = stack.pop()
+        if isinstance(value, _LEAVES):
+            total += sys.getsizeof(value)
+            continue
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        total += sys.getsizeof(value)
+        if isinstance(value, Mapping):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple | set | frozenset | deque):
+            stack.extend(value)
+        elif is_dataclass(value):
+            stack.extend(getattr(value, f.name) for f in fields(value))
+    return total
+
 
 class _ThreadHistory:
-    __slots__ = ("closed", "events", "turn_starts")
+    __slots__ = ("bytes", "closed", "events", "turn_starts")
 
     def __init__(self) -> None:
-        self.events: deque[tuple[int, Event]] = deque()
+        #: (sequence number, event, its retained size)
+        self.events: deque[tuple[int, Event, int]] = deque()
         self.turn_starts: deque[int] = deque()
         self.closed = False
+        self.bytes = 0
 
 
 class EventHistory:
-    def __init__(self, limit: int = DEFAULT_HISTORY_LIMIT, keep_closed: int = KEEP_CLOSED) -> None:
+    def __init__(
+        self,
+        limit: int = DEFAULT_HISTORY_LIMIT,
+        keep_closed: int = KEEP_CLOSED,
+        max_bytes: int = DEFAULT_HISTORY_BYTES,
+    ) -> None:
         self._limit = limit
+        self._max_bytes = max_bytes
         self._keep_closed = keep_closed
         self._threads: dict[str, _ThreadHistory] = {}
         self._closed: OrderedDict[str, None] = OrderedDict()
@@ -76,11 +133,14 @@ class EventHistory:
             # retaining it for every event of two turns cost 29 MiB per 100,000 native
             # events (benchmarks/events.py). A replayed event has ``raw=None``.
             event = without_raw(event)
-        history.events.append((seq, event))
+        size = retained_size(event)
+        history.events.append((seq, event, size))
+        history.bytes += size
         self._where[event.event_id] = (thread_id, seq)
-        while len(history.events) > self._limit:
-            _, old = history.events.popleft()
-            self._where.pop(old.event_id, None)
+        while history.events and (
+            len(history.events) > self._limit or history.bytes > self._max_bytes
+        ):
+            self._pop_oldest(history)
         if event.type == "session.exited":
             history.closed = True
             self._closed[thread_id] = None
@@ -96,26 +156,37 @@ class EventHistory:
         if where is None or (thread_id is not None and where[0] != thread_id):
             return None
         _, seq = where
-        return [event for s, event in self._retained(thread_id) if s > seq]
+        return [event for s, event, _ in self._retained(thread_id) if s > seq]
 
     def retained(self, thread_id: str | None) -> list[Event]:
         """Everything retained (of ``thread_id``, or of every thread), oldest first."""
-        return [event for _, event in self._retained(thread_id)]
+        return [event for _, event, _ in self._retained(thread_id)]
 
-    def _retained(self, thread_id: str | None) -> Iterable[tuple[int, Event]]:
+    def retained_bytes(self, thread_id: str | None) -> int:
+        """The bytes retained (:func:`retained_size`) for ``thread_id``, or for every thread."""
+        if thread_id is not None:
+            history = self._threads.get(thread_id)
+            return 0 if history is None else history.bytes
+        return sum(h.bytes for h in self._threads.values())
+
+    def _retained(self, thread_id: str | None) -> Iterable[tuple[int, Event, int]]:
         if thread_id is not None:
             history = self._threads.get(thread_id)
             return () if history is None else tuple(history.events)
         return heapq.merge(*(tuple(h.events) for h in self._threads.values()))
 
+    def _pop_oldest(self, history: _ThreadHistory) -> None:
+        _, old, size = history.events.popleft()
+        history.bytes -= size
+        self._where.pop(old.event_id, None)
+
     def _drop_before(self, history: _ThreadHistory, seq: int) -> None:
         while history.events and history.events[0][0] < seq:
-            _, old = history.events.popleft()
-            self._where.pop(old.event_id, None)
+            self._pop_oldest(history)
 
     def _forget(self, thread_id: str) -> None:
         history = self._threads.pop(thread_id, None)
         self._closed.pop(thread_id, None)
         if history is not None:
-            for _, old in history.events:
+            for _, old, _ in history.events:
                 self._where.pop(old.event_id, None)

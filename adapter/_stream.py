@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Literal, Self
 
-from ._event_history import DEFAULT_HISTORY_LIMIT, EventHistory
+from ._event_history import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT, EventHistory
 from ._events import Event, StreamGap
 
 __all__ = ["DEFAULT_MAX_QUEUE", "EventHub", "EventStream"]
@@ -129,10 +129,14 @@ class EventStream(AsyncIterator[Event]):
 
 
 class EventHub:
-    def __init__(self, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
+    def __init__(
+        self,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
+        history_bytes: int = DEFAULT_HISTORY_BYTES,
+    ) -> None:
         self._streams: list[EventStream] = []
         self._closed = False
-        self.history = EventHistory(history_limit)
+        self.history = EventHistory(history_limit, max_bytes=history_bytes)
         self.emitted = 0
 
     @property
