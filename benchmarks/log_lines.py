@@ -112,7 +112,7 @@ def log_rows(lines: int) -> list[list[Any]]:
 
 def stream_rows(writes: int) -> list[list[Any]]:
     target = io.StringIO()
-    wrapped = WellFormedStream(lambda: target)
+    wrapped = WellFormedStream(target)
     delta = "x" * 40 + " streamed text "
     return [
         ["plain write", f"{_per_call(lambda: target.write(delta), writes):.2f}"],

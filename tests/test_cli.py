@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 
@@ -324,3 +325,46 @@ async def test_the_interrupted_partial_result_with_lone_surrogates_is_printed(
     # What the partial result keeps of the text is the adapter's rule; the CLI prints it.
     assert "completed   bash echo \ufffd" in term.out and "→ out " in term.out
     assert "text so far: half" in term.out
+
+
+WATCH_SCRIPT = """
+import asyncio
+from adapter.cli import amain
+from adapter.testing.fake import FakeOpenCodeServer
+
+async def main() -> None:
+    fake = FakeOpenCodeServer(seed=3)
+    root = fake.add_session(title="a\\ud800b")
+    argv = ["tree", root, "--watch", "0.01", "--url", fake.base_url]
+    task = asyncio.create_task(amain(argv, transport=fake.transport))
+    while sum(r.path == "/session/status" for r in fake.requests) < 3:
+        await asyncio.sleep(0.01)
+    print("printed elsewhere \\udc00 while the tree is live")
+    while sum(r.path == "/session/status" for r in fake.requests) < 5:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+asyncio.run(main())
+"""
+
+
+def test_tree_watch_on_a_terminal_renders_lone_surrogates_and_other_prints() -> None:
+    """rich's Live points sys.stdout at its console while it runs; the CLI's output
+    stream must not follow it there (it would feed the console its own output)."""
+    env = {
+        **os.environ,
+        "TTY_COMPATIBLE": "1",
+        "NO_COLOR": "1",
+        "PYTHONIOENCODING": "utf-8:strict",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", WATCH_SCRIPT],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    out = _plain(done.stdout.decode("utf-8"))
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")[-2000:]
+    assert "a\ufffdb" in out and "printed elsewhere \ufffd while the tree is live" in out

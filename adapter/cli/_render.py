@@ -28,16 +28,15 @@ _STATUS_STYLE = {"busy": "bold yellow", "retry": "magenta", "idle": "green"}
 
 
 class WellFormedStream(io.TextIOBase):
-    """A text stream that hands ``target()`` only well-formed text.
+    """A text stream that hands ``target`` only well-formed text.
 
-    ``target`` is looked up at each write, as ``rich`` looks up ``sys.stdout``.
     A high surrogate that ends a write is held back until the next one: text
     streamed in deltas may be cut inside a pair, and the two halves written in
     turn must still print as the one character they encode. :meth:`close`
     writes a half still held (as U+FFFD) and leaves ``target`` open.
     """
 
-    def __init__(self, target: Callable[[], TextIO]) -> None:
+    def __init__(self, target: TextIO) -> None:
         super().__init__()
         self._target = target
         self._held = ""
@@ -48,30 +47,30 @@ class WellFormedStream(io.TextIOBase):
         if text and "\ud800" <= text[-1] <= "\udbff":
             text, self._held = text[:-1], text[-1]
         if text:
-            self._target().write(well_formed(text))
+            self._target.write(well_formed(text))
         return count
 
     def flush(self) -> None:
-        self._target().flush()
+        self._target.flush()
 
     def close(self) -> None:
         if self._held:
             held, self._held = self._held, ""
-            self._target().write(well_formed(held))
+            self._target.write(well_formed(held))
             self.flush()
 
     def isatty(self) -> bool:
-        return self._target().isatty()
+        return self._target.isatty()
 
     def fileno(self) -> int:
-        return self._target().fileno()
+        return self._target.fileno()
 
     def writable(self) -> bool:
         return True
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._target(), "encoding", None) or "utf-8"
+        return getattr(self._target, "encoding", None) or "utf-8"
 
 
 class Out:
@@ -81,8 +80,11 @@ class Out:
     command writes what it still holds."""
 
     def __init__(self, *, force_plain: bool = False) -> None:
-        self.stdout = WellFormedStream(lambda: sys.stdout)
-        self.stderr = WellFormedStream(lambda: sys.stderr)
+        # The streams of the moment, bound once: rich's Live points sys.stdout at its
+        # console while it runs, and a stream that looked sys.stdout up at each write
+        # would feed the console its own output, forever.
+        self.stdout = WellFormedStream(sys.stdout)
+        self.stderr = WellFormedStream(sys.stderr)
         # A text stream in all but the name typing gives it (``IO[str]``).
         self.console = Console(file=cast(TextIO, self.stdout), highlight=False, soft_wrap=True)
         self.err = Console(file=cast(TextIO, self.stderr), highlight=False, soft_wrap=True)
