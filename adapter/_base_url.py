@@ -43,6 +43,8 @@ def checked_base_url(
     line); the hints say where the password and the project directory go instead
     (``--password-env``, ``--directory``).
     """
+    if isinstance(base_url, httpx.URL):
+        base_url = str(base_url)
     url: httpx.URL | None = None
     # Refused below, outside the handler: the parser's own message quotes the URL,
     # and a chained exception would carry it into a traceback.

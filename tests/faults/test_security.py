@@ -268,6 +268,14 @@ async def test_a_base_url_with_a_path_prefix_is_still_accepted() -> None:
         assert PASSWORD not in repr(client)
     adapter = OpenCodeAdapter("https://[::1]:4096/opencode", password=PASSWORD)
     assert PASSWORD not in repr(adapter) and "auth=basic" in repr(adapter)
+    async with OpenCodeClient(httpx.URL("http://127.0.0.1:4096")) as client:
+        assert client.base_url == "http://127.0.0.1:4096"
+    with pytest.raises(InvalidInputError) as parsed:
+        OpenCodeClient(httpx.URL(HOSTILE_BASE_URLS["auth_token"]))
+    assert_no_secret(exception_texts(parsed.value))
+    for not_a_url in (None, 4096, b"http://127.0.0.1:4096"):
+        with pytest.raises(InvalidInputError, match="not a valid URL"):
+            OpenCodeClient(not_a_url)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("command", ["tree ses_x", "stop ses_x", "run hi", "web"])
