@@ -20,10 +20,10 @@ import acp
 from adapter import OpenCodeAdapter
 
 from ._agent import OpenCodeTreeAgent
-from ._inbound import MAX_DEPTH, MAX_LINE_BYTES
+from ._inbound import MAX_DEPTH, MAX_LINE_BYTES, MAX_VALUES
 from ._transport import CHUNK_BYTES, CheckedTransport
 
-__all__ = ["MAX_DEPTH", "MAX_LINE_BYTES", "OpenCodeTreeAgent", "run_acp"]
+__all__ = ["MAX_DEPTH", "MAX_LINE_BYTES", "MAX_VALUES", "OpenCodeTreeAgent", "run_acp"]
 
 
 async def run_acp(

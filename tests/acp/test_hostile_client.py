@@ -35,7 +35,7 @@ from adapter.acp._inbound import (
 )
 from adapter.acp._outbound import encode_message
 from adapter.acp._transport import CheckedTransport
-from adapter.testing.fake import FakeOpenCodeServer, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Permission, Text, Tool
 from tests.acp.support import connected
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -325,6 +325,39 @@ async def test_updates_built_from_server_text_with_lone_surrogates_are_well_form
         text = line.decode("utf-8")  # strict: no surrogate bytes
         assert "\\ud8" not in text.lower() and "\\udc" not in text.lower()
         assert not _holds_surrogates(json.loads(text))
+
+
+async def test_a_permission_and_a_plan_with_lone_surrogates_reach_the_client(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """A key holding a lone half made pydantic's dump of the update raise: the plan was
+    lost and the permission request never asked (the turn hung)."""
+    todos = [{"content": "step \ud800", "status": "pending", "priority": "high", "\udc00": 1}]
+    fake.script(
+        "asks",
+        [
+            Tool("todowrite", {"todos": todos, "\ud800": "x"}, output="ok"),
+            Permission("bash", patterns=("rm \ud800",), metadata={"\udc00": "k"}),
+            Text("done"),
+        ],
+    )
+    async with (
+        OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc,
+        connected(oc) as harness,
+    ):
+        sid = await harness.new_session()
+        running = asyncio.create_task(
+            harness.conn.prompt(session_id=sid, prompt=[text_block("go [[script:asks]]")])
+        )
+        ask = await asyncio.wait_for(harness.client.asks.get(), 10)
+        assert ask.tool_call.title == "bash: rm \ufffd"
+        ask.choose("accept")
+        assert (await asyncio.wait_for(running, 10)).stop_reason == "end_turn"
+        raw = harness.raw_lines()
+    [plan] = [u for _, u in harness.client.updates if u.session_update == "plan"]
+    assert [e.content for e in plan.entries] == ["step \ufffd"]
+    for line in raw:
+        assert not _holds_surrogates(json.loads(line.decode("utf-8")))
 
 
 def _holds_surrogates(value: Any) -> bool:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from acp.utils import serialize_params
+
 from adapter import ChildStarted, ItemCompleted, ItemStarted, ItemUpdated
+from adapter.acp._outbound import encode_message, well_formed_value
 from adapter.acp._updates import UpdateMapper, task_summary
 
 ROOT = "ses_root"
@@ -79,3 +83,25 @@ def test_task_summary_is_the_task_result_shortened() -> None:
     assert task_summary("<task_result>\n" + "x" * 1000 + "\n</task_result>").endswith("…")
     assert task_summary("plain output") == "plain output"
     assert task_summary(None) == ""
+
+
+def test_an_update_built_from_server_text_with_a_lone_surrogate_serialises() -> None:
+    """pydantic's JSON dump raises on a key holding a lone half; made well formed first,
+    the update is one valid UTF-8 JSON line with U+FFFD in its place."""
+    mapper = UpdateMapper(ROOT)
+    tool_input = {"command": "ls \ud800", "\udc00": ["x\ud800"]}
+    [start] = mapper.updates(item(ItemStarted, "k1", "bash", "running", input=tool_input))
+    done = mapper.updates(
+        item(ItemCompleted, "k1", "bash", "completed", input=tool_input, detail="out \ud800")
+    )
+    for update in [start, *done]:
+        clean = well_formed_value(update)
+        line = encode_message({"method": "session/update", "params": serialize_params(clean)})
+        decoded = json.loads(line.decode("utf-8"))
+        assert "\ud800" not in json.dumps(decoded, ensure_ascii=False)
+    clean_start = well_formed_value(start)
+    assert clean_start.title == "bash ls \ufffd"
+    assert clean_start.raw_input == {"command": "ls \ufffd", "\ufffd": ["x\ufffd"]}
+    assert start.raw_input == tool_input  # the mapper's own state is left as it was
+    plain = mapper.updates(item(ItemUpdated, "k2", "read", "running", input={"filePath": "/a"}))
+    assert well_formed_value(plain[0]) is plain[0]  # nothing to change: no copy
