@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._unicode import well_formed
+
 __all__ = ["EDGE", "SeenText"]
 
 #: Characters kept of each end of a part's emitted text (at most 4 bytes each).
@@ -37,6 +39,18 @@ class SeenText:
 
     def extend(self, delta: str) -> None:
         """Record that ``delta`` was emitted after what was emitted so far."""
+        if (
+            delta[:1]
+            and "\udc00" <= delta[0] <= "\udfff"
+            and "\ud800" <= self.tail[-1:] <= "\udbff"
+        ):
+            # OpenCode cut a surrogate pair between two deltas; its snapshots hold
+            # the pair as one character, so count it as one.
+            if len(self.head) == self.length:
+                self.head = self.head[:-1]
+            delta = well_formed(self.tail[-1] + delta[0]) + delta[1:]
+            self.tail = self.tail[:-1]
+            self.length -= 1
         if len(self.head) < EDGE:
             self.head += delta[: EDGE - len(self.head)]
         self.tail = (self.tail + delta[-EDGE:])[-EDGE:]

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import adapter as adapter_package
 from adapter import (
@@ -30,6 +32,7 @@ from adapter import (
 )
 from adapter._event_history import EventHistory
 from adapter._events import ContentDelta, ItemCompleted, SessionExited, SessionStarted
+from adapter._seen_text import EDGE, SeenText
 from adapter._stream import EventHub
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.test_partial import ROOT, delta_event, text_event, tool_event, turn_collector
@@ -113,6 +116,84 @@ async def test_what_the_translator_keeps_of_a_part_is_bounded(
     assert turn is not None
     assert deep_size(turn.emitted_text) < 64 * 1024  # max_output_bytes
     await stream.aclose()
+
+
+def emitted_by_reference(ops: list[tuple[str, str]]) -> list[str]:
+    """The translator's former rule, on the whole text: what each op emits."""
+    emitted, out = "", []
+    for kind, text in ops:
+        if kind == "delta":
+            emitted += text
+            out.append(text)
+        elif text.startswith(emitted) and len(text) > len(emitted):
+            out.append(text[len(emitted) :])
+            emitted = text
+    return out
+
+
+def emitted_by_seen_text(ops: list[tuple[str, str]]) -> list[str]:
+    seen, out = SeenText(), []
+    for kind, text in ops:
+        if kind == "delta":
+            seen.extend(text)
+            out.append(text)
+        elif new := seen.new_in(text):
+            seen.extend(new)
+            out.append(new)
+    return out
+
+
+@st.composite
+def delta_and_snapshot_ops(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Deltas of one text, with snapshots of it (shorter, equal or longer than what
+    was emitted) and, sometimes, snapshots of other text."""
+    pieces = draw(
+        st.lists(
+            st.one_of(
+                st.text(max_size=20),
+                st.builds(lambda c, n: c * n, st.text(min_size=1, max_size=1), st.integers(0, 700)),
+            ),
+            max_size=12,
+        )
+    )
+    truth = "".join(pieces)
+    ops: list[tuple[str, str]] = []
+    for piece in pieces:
+        choice = draw(st.integers(0, 4))
+        if choice == 0:
+            ops.append(("snapshot", truth[: draw(st.integers(0, len(truth)))]))
+        elif choice == 1:
+            ops.append(("snapshot", draw(st.text(max_size=30))))
+        ops.append(("delta", piece))
+    ops.append(("snapshot", truth))
+    return ops
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=delta_and_snapshot_ops())
+def test_seen_text_emits_what_the_whole_text_rule_emitted(ops: list[tuple[str, str]]) -> None:
+    assert emitted_by_seen_text(ops) == emitted_by_reference(ops)
+
+
+def test_seen_text_holds_at_most_two_edges() -> None:
+    seen = SeenText()
+    for _ in range(1000):
+        seen.extend("x" * 1000 + "😀")
+    assert seen.length == 1001 * 1000
+    assert len(seen.head) == len(seen.tail) == EDGE
+    assert seen.new_in("y" * seen.length) is None  # another text of the same length
+    assert seen.new_in(("x" * 1000 + "😀") * 1000 + "more") == "more"
+
+
+@pytest.mark.parametrize("before", ["", "x" * 300])
+def test_seen_text_counts_a_pair_cut_between_deltas_as_the_snapshot_does(before: str) -> None:
+    """The deltas carry the halves, the server's snapshot the one character."""
+    seen = SeenText()
+    for piece in [before + "a\ud83d", "\ude00b"]:
+        seen.extend(piece)
+    assert seen.length == len(before + "a😀b")
+    assert seen.new_in(before + "a😀b") == ""
+    assert seen.new_in(before + "a😀bc") == "c"
 
 
 def test_text_held_per_part_never_exceeds_the_bound() -> None:
