@@ -26,7 +26,7 @@ from tenacity import (
 from ._base_url import checked_base_url
 from ._event_wire import (
     DEFAULT_MAX_EVENT_BYTES,
-    LineBoundedStream,
+    BoundedSSEStream,
     OnSkipped,
     RawEvent,
     decode_events,
@@ -471,9 +471,10 @@ class OpenCodeClient:
                         "event_stream", "the server did not answer with an event stream"
                     )
                 if "content-encoding" not in response.headers:
-                    # httpx-sse buffers a whole line before it decodes it: bound the line
-                    # length on the raw bytes, so an endless line cannot fill memory.
-                    response.stream = LineBoundedStream(response.stream, max_event_bytes)
+                    # httpx-sse buffers a whole line, and an event's lines, before it
+                    # decodes them: bound both on the raw bytes, so that no endless line
+                    # or event can fill memory.
+                    response.stream = BoundedSSEStream(response.stream, max_event_bytes)
                 yield decode_events(source, max_event_bytes, on_skipped)
         except httpx.TimeoutException as exc:
             raise RequestError("event_stream", f"timed out ({type(exc).__name__})") from exc

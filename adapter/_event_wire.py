@@ -6,8 +6,9 @@ delivery for every thread of a directory. The rules for reading it are here,
 apart from the client's request machinery (:mod:`adapter._client`), which only
 opens the stream and hands this module its lines:
 
-* A line longer than ``max_event_bytes`` ends the stream (:class:`ProtocolError`):
-  a server that sends one is broken or hostile, and the line must not fill memory.
+* A line or an event longer than ``max_event_bytes`` ends the stream
+  (:class:`ProtocolError`): a server that sends one is broken or hostile, and it must
+  not fill memory.
 * Each payload is read as strict JSON (RFC 8259). ``NaN``, ``Infinity`` and numbers
   that overflow a float are refused: OpenCode's ``JSON.stringify`` never writes
   them (it writes ``null``), and every consumer downstream (a web page's
@@ -43,7 +44,7 @@ from ._unicode import well_formed
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "MAX_EVENT_DEPTH",
-    "LineBoundedStream",
+    "BoundedSSEStream",
     "OnSkipped",
     "RawEvent",
     "decode_event",
@@ -165,8 +166,18 @@ async def decode_events(
         raise RequestError("event_stream", f"unreadable stream ({type(exc).__name__})") from exc
 
 
-class LineBoundedStream(httpx.AsyncByteStream):
-    """Passes bytes through, refusing a line longer than ``limit`` bytes."""
+# Every blank line (the end of an SSE event) holds one of these, whatever its line
+# endings ("\n", "\r" or "\r\n"), and nothing else does.
+_EVENT_ENDS = (b"\n\n", b"\n\r", b"\r\r")
+
+
+class BoundedSSEStream(httpx.AsyncByteStream):
+    """Passes bytes through, refusing a line, or an event, longer than ``limit`` bytes.
+
+    httpx-sse keeps a whole line, and the ``data:`` lines of an event until its blank
+    line, before it decodes them: bounded here on the raw bytes, so neither an endless
+    line nor endless short lines of one event can fill memory. Scanning is per chunk,
+    at C speed (``rfind``)."""
 
     def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream, limit: int) -> None:
         if not isinstance(inner, httpx.AsyncByteStream):
@@ -175,12 +186,25 @@ class LineBoundedStream(httpx.AsyncByteStream):
         self._limit = limit
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        run = 0
+        line = event = 0
+        last = b""
         async for chunk in self._inner:
+            if not chunk:
+                continue
             cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
-            run = run + len(chunk) if cut < 0 else len(chunk) - cut - 1
-            if run > self._limit:
+            line = line + len(chunk) if cut < 0 else len(chunk) - cut - 1
+            end = max(chunk.rfind(ending) for ending in _EVENT_ENDS)
+            if end >= 0:
+                event = len(chunk) - end - 2
+            elif last + chunk[:1] in _EVENT_ENDS:
+                event = len(chunk) - 1
+            else:
+                event += len(chunk)
+            last = chunk[-1:]
+            if line > self._limit:
                 raise ProtocolError("event_stream", f"an event line exceeds {self._limit} bytes")
+            if event > self._limit:
+                raise ProtocolError("event_stream", f"an event exceeds {self._limit} bytes")
             yield chunk
 
     async def aclose(self) -> None:

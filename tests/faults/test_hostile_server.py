@@ -289,6 +289,61 @@ async def test_an_endless_event_line_is_cut_off_at_max_event_bytes(
     assert sent[0] <= 2 * limit
 
 
+async def test_an_endless_multi_line_event_is_cut_off_at_max_event_bytes(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """Short ``data:`` lines that never end their event (no blank line) pile up in the SSE
+    decoder: the event, not only each line, is bounded by ``max_event_bytes``."""
+    sent = [0]
+
+    async def endless_event() -> AsyncIterator[bytes]:
+        chunk = b"data: x\n" * 8192
+        while sent[0] < 16 * 1024 * 1024:  # stop somewhere, so a failing run stays cheap
+            sent[0] += len(chunk)
+            yield chunk
+            await asyncio.sleep(0)
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=endless_event()
+        )
+
+    fake.on("GET", "/event", handler)
+    limit = 1 << 20
+    async with OpenCodeClient(fake.base_url, transport=fake.transport) as client:
+        with pytest.raises(ProtocolError, match="event exceeds"):
+            async with client.event_stream(max_event_bytes=limit) as events:
+                async for _ in events:
+                    pass
+    assert sent[0] <= 2 * limit
+
+
+async def test_events_split_anywhere_across_chunks_are_never_refused(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """The event bound finds every event's end, whatever the chunking and line endings."""
+    event = b'data: {"type":"server.heartbeat","properties":{}}'
+    endings = [b"\n\n", b"\r\n\r\n", b"\r\r", b"\n\r\n"]
+    body = b"".join(event + endings[i % len(endings)] for i in range(4000))
+
+    async def chunked() -> AsyncIterator[bytes]:
+        start, step = 0, 1
+        while start < len(body):
+            yield body[start : start + step]
+            start, step = start + step, step % 97 + 1
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=chunked())
+
+    fake.on("GET", "/event", handler)
+    async with (
+        OpenCodeClient(fake.base_url, transport=fake.transport) as client,
+        client.event_stream(max_event_bytes=len(event) + 4) as events,
+    ):
+        got = [e async for e in events]
+    assert len(got) == 4000
+
+
 # ------------------------------------------------------------------ hostile trees
 
 
