@@ -23,7 +23,7 @@ from structlog.typing import EventDict, WrappedLogger
 from ._exceptions import InvalidInputError
 from ._unicode import well_formed, well_formed_data
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["WellFormedFormatter", "configure_logging", "get_logger"]
 
 
 def get_logger(name: str) -> Any:
@@ -75,6 +75,15 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+
+
+class WellFormedFormatter(logging.Formatter):
+    """A standard-library formatter whose lines are well formed, for a library that
+    logs through ``logging`` to the same stream (the ACP SDK). Its tracebacks are
+    Python's, which never show locals."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return well_formed(super().format(record))
 
 
 def _isatty(stream: TextIO) -> bool:

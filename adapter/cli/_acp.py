@@ -18,7 +18,7 @@ import sys
 from typing import TextIO
 
 from .._adapter import OpenCodeAdapter
-from .._logging import configure_logging
+from .._logging import WellFormedFormatter, configure_logging
 from ._commands import password_from, url_from
 
 __all__ = ["acp_command", "add_acp_parser"]
@@ -60,7 +60,7 @@ def _log_to(stream: TextIO, args: argparse.Namespace) -> None:
     configure_logging(format=args.log_format, level=level, file=stream)
     # The SDK logs through the standard library: the same place, never stdout.
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(WellFormedFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(level)
 

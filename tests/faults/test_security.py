@@ -422,6 +422,24 @@ def test_a_log_line_with_lone_surrogates_is_written(setup: str, root_handlers: N
         assert "k\ufffd" in text and "x\ufffd" in text and "c\ufffdd" in text
 
 
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_the_acp_commands_standard_library_log_lines_are_well_formed(
+    fmt: str, root_handlers: None
+) -> None:
+    """The ACP SDK logs through the standard library, to the same stream as structlog."""
+    stream = StrictStream()
+    _acp_logging(stream, fmt)
+    sdk = logging.getLogger("acp.connection")
+    sdk.warning("received %s", "a\ud800b")
+    try:
+        _fails_holding_a_secret()
+    except RuntimeError:
+        sdk.exception("handler failed on \udfff")
+    text = stream.text()
+    assert "received a\ufffdb" in text and "handler failed on \ufffd" in text
+    assert "_fails_holding_a_secret" in text and LOCAL_SECRET not in text
+
+
 def test_no_library_log_call_hands_structlog_a_live_exception() -> None:
     """A host that never configures structlog gets its default console renderer, whose
     rich tracebacks print every frame's locals. So the library logs an exception as text
