@@ -107,6 +107,10 @@ def test_credentials_in_the_url_are_refused() -> None:
         OpenCodeClient("http://opencode:pw@127.0.0.1:4096")
     with pytest.raises(InvalidInputError):
         OpenCodeClient("ftp://127.0.0.1")
+    for url in ("http://127.0.0.1:4096/?auth_token=pw", "http://127.0.0.1:4096?", "http://h/#pw"):
+        with pytest.raises(InvalidInputError) as caught:
+            OpenCodeClient(url)
+        assert "pw" not in str(caught.value) and "127.0.0.1" not in str(caught.value)
 
 
 async def test_every_request_is_logged_with_operation_session_status_duration(
