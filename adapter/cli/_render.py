@@ -21,7 +21,7 @@ from .._partial_result import PartialResult
 from .._stop_tree import StopReport
 from .._unicode import well_formed, well_formed_data
 
-__all__ = ["Out", "partial_lines", "report_tree"]
+__all__ = ["Out", "WellFormedStream", "partial_lines", "report_tree"]
 
 _OUTCOME_STYLE = {"aborted": "green", "not_found": "yellow", "failed": "bold red"}
 _STATUS_STYLE = {"busy": "bold yellow", "retry": "magenta", "idle": "green"}
@@ -104,7 +104,8 @@ class Out:
     def json(self, data: Any) -> None:
         """``data`` as indented JSON; strings well formed first, so the document holds
         no lone-surrogate escape that a strict JSON parser would refuse."""
-        self.write(json.dumps(well_formed_data(data), indent=2, default=str) + "\n")
+        text = json.dumps(well_formed_data(data), indent=2, default=lambda v: well_formed(str(v)))
+        self.write(text + "\n")
 
     def error(self, text: str) -> None:
         self.err.print(
