@@ -31,8 +31,10 @@ from __future__ import annotations
 import heapq
 import sys
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, is_dataclass
+from operator import attrgetter
+from typing import cast
 
 from ._events import ContentDelta, Event, without_raw
 
@@ -48,7 +50,8 @@ KEEP_CLOSED = 16
 _DELTA_COST = sys.getsizeof(
     ContentDelta(thread_id="", stream="assistant_text", delta="", item_id="", session_id="")
 )
-_LEAVES = (str, bytes, int, float, type(None))
+_LEAVES = frozenset({str, bytes, int, float, bool})
+_SEQUENCES = frozenset({list, tuple, set, frozenset, deque})
 
 
 def retained_size(event: Event) -> int:
@@ -58,30 +61,61 @@ def retained_size(event: Event) -> int:
     counted once per event, but one shared by two events (a tool's input on
     ``item.started`` and ``item.completed``) counts for both, which errs on the safe
     side. Strings and scalars are counted at each use, though the interpreter shares
-    small ints, ``None`` and interned strings.
+    small ints and interned strings. (A ``content.delta`` costs 0.2 µs, an
+    ``item.completed`` with a small input about 4 µs.)
     """
     if type(event) is ContentDelta:  # the bulk of a long answer: one string
         return _DELTA_COST + sys.getsizeof(event.delta)
+    size = sys.getsizeof
     total = 0
     stack: list[object] = [event]
     seen: set[int] = set()  # containers already counted: no cycle can loop, nothing twice
     while stack:
         value = stack.pop()
-        if isinstance(value, _LEAVES):
-            total += sys.getsizeof(value)
+        kind = type(value)
+        if kind in _LEAVES:
+            total += size(value)
             continue
-        if id(value) in seen:
+        if value is None or id(value) in seen:
             continue
         seen.add(id(value))
-        total += sys.getsizeof(value)
-        if isinstance(value, Mapping):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple | set | frozenset | deque):
-            stack.extend(value)
-        elif is_dataclass(value):
-            stack.extend(getattr(value, f.name) for f in fields(value))
+        total += size(value)
+        if kind is dict or isinstance(value, Mapping):
+            mapping = cast(Mapping[object, object], value)
+            stack.extend(mapping.keys())
+            stack.extend(mapping.values())
+        elif kind in _SEQUENCES:
+            stack.extend(cast(Iterable[object], value))
+        else:
+            stack.extend(_fields_of(kind)(value))
     return total
+
+
+_GETTERS: dict[type, Callable[[object], tuple[object, ...]]] = {}
+
+
+def _no_fields(_: object) -> tuple[object, ...]:
+    return ()
+
+
+def _fields_of(cls: type) -> Callable[[object], tuple[object, ...]]:
+    """A function giving a dataclass's field values (none for another type): built
+    once per class, one C call per object (``operator.attrgetter``)."""
+    getter = _GETTERS.get(cls)
+    if getter is None:
+        names = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else ()
+        if len(names) >= 2:
+            getter = cast(Callable[[object], tuple[object, ...]], attrgetter(*names))
+        elif names:
+            only = attrgetter(names[0])
+
+            def getter(value: object) -> tuple[object, ...]:
+                return (only(value),)
+
+        else:
+            getter = _no_fields
+        _GETTERS[cls] = getter
+    return getter
 
 
 class _ThreadHistory:

@@ -17,7 +17,13 @@ Memory is bounded at all times, not just in the result: every stored string
 is cut at ``max_output_bytes``, all stored strings together never exceed
 ``max_total_bytes`` (later content is then kept as a size marker only), and
 at most ``max_calls`` tool calls (and as many text parts, messages and
-sessions) are tracked. Whatever was cut is flagged ``truncated``.
+sessions) are tracked. Whatever was cut is flagged ``truncated``. A delta is
+appended to its part's bytes in place: a long answer costs linear time.
+
+OpenCode cuts strings by UTF-16 units, so the two halves of a surrogate pair can
+come in two deltas: they are kept as sent and joined again when the second
+arrives; whatever leaves in the result is well formed (:mod:`adapter._unicode`:
+a half with no partner becomes U+FFFD).
 """
 
 from __future__ import annotations
