@@ -6,22 +6,37 @@ its stdin/stdout. It drives ``--url`` (or ``$OPENCODE_URL``), else its own
 install, then ``opencode`` on PATH), stopped when the editor disconnects.
 
 stdout carries the protocol and nothing else: logs go to stderr, or to
-``--log-file``.
+``--log-file``. The agent ends when its input does (the editor closed the pipe), on
+Ctrl-C, and on SIGTERM or SIGHUP, each time closing the adapter (and the server it
+started).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
+from collections.abc import Awaitable
 from typing import TextIO
+
+import structlog
 
 from .._adapter import OpenCodeAdapter
 from .._logging import WellFormedFormatter, configure_logging
 from ._commands import password_from, url_from
 
 __all__ = ["acp_command", "add_acp_parser"]
+
+_log = structlog.get_logger("adapter.acp")
+#: The signals a host stops an agent with. Their default action ends the process at
+#: once, leaving the ``opencode serve`` it started running.
+_STOP_SIGNALS = tuple(
+    s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
+)
 
 
 def add_acp_parser(
@@ -88,8 +103,37 @@ async def acp_command(args: argparse.Namespace) -> int:
             directory=args.directory,
             transport=getattr(args, "transport", None),
         ) as adapter:
-            await run_acp(adapter)
+            await _until_signal(run_acp(adapter))
+        _log.info("acp.closed")
     finally:
         if log_file is not None:
             log_file.close()
     return 0
+
+
+async def _until_signal(serving: Awaitable[None]) -> None:
+    """Await ``serving``; a stop signal cancels it, and is then a normal end."""
+    task = asyncio.ensure_future(serving)
+    loop = asyncio.get_running_loop()
+    received: list[str] = []
+
+    def stop(signum: signal.Signals) -> None:
+        received.append(signum.name)
+        task.cancel()
+
+    installed: list[signal.Signals] = []
+    for signum in _STOP_SIGNALS:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # no handlers (Windows)
+            loop.add_signal_handler(signum, stop, signum)
+            installed.append(signum)
+    try:
+        await task  # the SDK's receive loop may end on the cancel without raising it
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not received or (current is not None and current.cancelling()):
+            raise  # Ctrl-C or the caller's cancel, not our signal
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+    if received:
+        _log.info("acp.signal", signal=received[0])

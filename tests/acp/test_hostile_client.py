@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -479,3 +480,20 @@ async def test_a_client_that_closes_mid_line_ends_the_agent_cleanly(agent: Agent
     agent.process.stdin.write(b'{"jsonrpc":"2.0","id":2,"meth')  # no newline: EOF cuts it
     code, stderr = await agent.end()
     assert code == 0 and "Traceback" not in stderr, stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+async def test_a_shutdown_signal_closes_the_adapter_and_exits_cleanly(
+    agent: Agent, signum: int, tmp_path: Path
+) -> None:
+    """A host that stops the agent with a signal rather than EOF: the adapter is closed
+    (with its own ``opencode serve``, which SIGTERM's default action left running)."""
+    await agent.still_works(str(tmp_path))
+    agent.process.send_signal(signum)
+    assert agent.process.stderr is not None
+    async with asyncio.timeout(30):
+        stderr = (await agent.process.stderr.read()).decode("utf-8", "replace")
+        code = await agent.process.wait()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "acp.signal" in stderr and "acp.closed" in stderr
