@@ -36,7 +36,15 @@ from dataclasses import fields, is_dataclass
 from operator import attrgetter
 from typing import cast
 
-from ._events import ContentDelta, Event, without_raw
+from ._events import (
+    ContentDelta,
+    Event,
+    ItemCompleted,
+    ItemEvent,
+    ItemStarted,
+    ItemUpdated,
+    without_raw,
+)
 
 __all__ = ["DEFAULT_HISTORY_BYTES", "DEFAULT_HISTORY_LIMIT", "EventHistory", "retained_size"]
 
@@ -47,8 +55,32 @@ DEFAULT_HISTORY_BYTES = 16 * 1024 * 1024
 #: Closed threads whose history is still retained.
 KEEP_CLOSED = 16
 
-_DELTA_COST = sys.getsizeof(
-    ContentDelta(thread_id="", stream="assistant_text", delta="", item_id="", session_id="")
+#: A content delta without its text: the object and its own ids and timestamp.
+_DELTA_COST = (
+    sys.getsizeof(
+        ContentDelta(thread_id="", stream="assistant_text", delta="", item_id="", session_id="")
+    )
+    + 3 * sys.getsizeof("x" * 40)
+    + sys.getsizeof(0.0)
+)
+_ITEM_KINDS = frozenset({ItemStarted, ItemUpdated, ItemCompleted})
+#: An item event without title, detail and input: the object and its own ids, tool
+#: name and timestamp.
+_ITEM_COST = (
+    sys.getsizeof(
+        ItemStarted(
+            thread_id="",
+            item_id="",
+            item_type="other",
+            tool="",
+            status="",
+            title=None,
+            detail=None,
+            session_id="",
+        )
+    )
+    + 5 * sys.getsizeof("x" * 40)
+    + sys.getsizeof(0.0)
 )
 _LEAVES = frozenset({str, bytes, int, float, bool})
 _SEQUENCES = frozenset({list, tuple, set, frozenset, deque})
@@ -61,14 +93,30 @@ def retained_size(event: Event) -> int:
     counted once per event, but one shared by two events (a tool's input on
     ``item.started`` and ``item.completed``) counts for both, which errs on the safe
     side. Strings and scalars are counted at each use, though the interpreter shares
-    small ints and interned strings. (A ``content.delta`` costs 0.2 µs, an
-    ``item.completed`` with a small input about 4 µs.)
+    small ints and interned strings. The two most frequent kinds take a short cut
+    (the estimates stay within 15 % of the full walk): a ``content.delta`` is its
+    text, an item event its title, detail and input, each plus the fixed cost of the
+    event, its ids and timestamp. Measured: 0.15 µs and 1.4 µs (3.3 µs walked field
+    by field), about 3 % of the pump's CPU in ``benchmarks/events.py --quick``.
     """
-    if type(event) is ContentDelta:  # the bulk of a long answer: one string
-        return _DELTA_COST + sys.getsizeof(event.delta)
+    kind = type(event)
+    if kind is ContentDelta:  # the bulk of a long answer: one string
+        return _DELTA_COST + sys.getsizeof(cast(ContentDelta, event).delta)
+    if kind in _ITEM_KINDS:
+        item = cast(ItemEvent, event)
+        return (
+            _ITEM_COST
+            + sys.getsizeof(item.title)
+            + sys.getsizeof(item.detail)
+            + _walk_size(item.input)
+        )
+    return _walk_size(event)
+
+
+def _walk_size(root: object) -> int:
     size = sys.getsizeof
     total = 0
-    stack: list[object] = [event]
+    stack: list[object] = [root]
     seen: set[int] = set()  # containers already counted: no cycle can loop, nothing twice
     while stack:
         value = stack.pop()
