@@ -52,6 +52,8 @@ def well_formed_data(value: Any) -> Any:
             (well_formed(k) if isinstance(k, str) else k): well_formed_data(v)
             for k, v in value.items()
         }
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return [well_formed_data(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(well_formed_data(v) for v in value)
     return value

@@ -35,6 +35,11 @@ def test_data_keys_and_values_are_made_well_formed() -> None:
     assert well_formed_data(data) == {"k\ufffd": ["\ufffd", 1, None, {"x": "😀"}], 2: True}
 
 
+def test_a_tuple_stays_a_tuple() -> None:
+    # A log line's value keeps its shape.
+    assert well_formed_data(("a\ud800", 1)) == ("a\ufffd", 1)
+
+
 #: Any text with lone and paired surrogate halves mixed in (``st.text`` never makes them).
 TEXT_WITH_HALVES = st.lists(st.one_of(st.characters(), st.integers(0xD800, 0xDFFF).map(chr))).map(
     "".join
