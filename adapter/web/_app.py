@@ -10,7 +10,7 @@ exceptions to statuses.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ from ._body import (
     thread_id_value,
 )
 from ._errors import ApiError, error_response, invalid, response_for
+from ._guard import RequestGuard, allowed_host_names, allowed_origin_set
+from ._headers import SecurityHeaders
 from ._sse import event_response
 
 __all__ = ["STATIC_DIR", "create_app"]
@@ -52,18 +54,27 @@ def create_app(
     oc: adapter.OpenCodeAdapter,
     *,
     token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
     max_queue: int = 10_000,
     ping: float = 15.0,
 ) -> Starlette:
     """The ASGI app (Starlette) serving the page and the JSON/SSE API over ``oc``.
 
     ``token``: when set, every route but the page (``GET /``) and ``/static/*``
-    needs ``Authorization: Bearer <token>`` (the events route also takes
+    needs ``Authorization: Bearer <token>`` (``GET`` of the events route also takes
     ``?token=``, for ``EventSource``); set one whenever the app listens beyond
-    loopback. ``max_queue``: events an SSE client may have unread before its stream
-    ends with an overflow ``stream.gap`` frame (it reconnects with ``Last-Event-ID``
-    and catches up from the adapter's history). ``ping``: seconds between SSE
-    keep-alive comments (0: none).
+    loopback. Whatever the token, a request whose ``Host`` is not a loopback name,
+    the address the app is served on or one of ``allowed_hosts`` is refused (DNS
+    rebinding), and so is a cross-site one: an ``Origin`` other than the page's own
+    or one of ``allowed_origins`` (``http(s)://host[:port]``), and a state-changing
+    request that is not ``application/json`` (``docs/web.md``). Every answer carries
+    a Content Security Policy and the framing, sniffing and referrer headers.
+
+    ``max_queue``: events an SSE client may have unread before its stream ends with
+    an overflow ``stream.gap`` frame (it reconnects with ``Last-Event-ID`` and
+    catches up from the adapter's history). ``ping``: seconds between SSE keep-alive
+    comments (0: none).
     """
     if not isinstance(oc, adapter.OpenCodeAdapter):
         raise adapter.InvalidInputError("create_app needs an OpenCodeAdapter")
@@ -73,6 +84,8 @@ def create_app(
         raise adapter.InvalidInputError("max_queue must be a positive integer")
     if isinstance(ping, bool) or not isinstance(ping, int | float) or ping < 0:
         raise adapter.InvalidInputError("ping must be a number of seconds >= 0")
+    hosts = allowed_host_names(allowed_hosts)
+    origins = allowed_origin_set(allowed_origins)
     api = _Api(oc, max_queue=max_queue, ping=float(ping))
     routes: list[BaseRoute] = [
         Route("/", _page, methods=["GET"]),
@@ -90,7 +103,14 @@ def create_app(
             methods=["POST"],
         ),
     ]
-    middleware = [Middleware(BearerAuth, token=token)] if token is not None else []
+    # Outermost first: every answer gets the headers, and the guard refuses a
+    # request before the token check or any route sees it.
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(RequestGuard, hosts=hosts, origins=origins),
+    ]
+    if token is not None:
+        middleware.append(Middleware(BearerAuth, token=token))
     return Starlette(
         routes=routes,
         middleware=middleware,

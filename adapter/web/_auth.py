@@ -2,14 +2,17 @@
 
 A pure ASGI middleware (not ``BaseHTTPMiddleware``, which would buffer the event
 stream), so unknown paths are refused too and nothing about the API leaks to a
-client without the token. ``EventSource`` cannot set headers, so the events
-route also takes ``?token=``. Compared with :func:`hmac.compare_digest`, so the
+client without the token. ``EventSource`` cannot set headers, so a ``GET`` (or
+``HEAD``) of exactly the events route ``/threads/{id}/events`` also takes
+``?token=``, and nothing else does: a token in a URL ends up in histories and
+logs, so no other route invites one. Compared with :func:`hmac.compare_digest`, so the
 answer time says nothing about how much of a guess was right.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -17,6 +20,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ._errors import error_response
 
 __all__ = ["BearerAuth"]
+
+#: The one route that takes ``?token=`` (a thread id is one path segment).
+_EVENTS = re.compile(r"/threads/[^/]+/events")
 
 
 class BearerAuth:
@@ -53,7 +59,7 @@ class BearerAuth:
                 scheme, _, credential = value.partition(b" ")
                 if scheme.lower() == b"bearer" and self._matches(credential.strip()):
                     return True
-        if self._route_path(scope).endswith("/events"):
+        if scope["method"] in ("GET", "HEAD") and _EVENTS.fullmatch(self._route_path(scope)):
             query = parse_qs(scope.get("query_string", b""))
             return any(self._matches(t) for t in query.get(b"token", []))
         return False

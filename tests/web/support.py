@@ -66,7 +66,11 @@ class SseClient:
             "raw_path": parts.path.encode(),
             "root_path": "",
             "query_string": parts.query.encode(),
-            "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+            # A browser always sends Host: the app refuses a request without one.
+            "headers": [
+                (k.lower().encode(), v.encode())
+                for k, v in {"Host": "testserver", **(headers or {})}.items()
+            ],
             "client": ("127.0.0.1", 50000),
             "server": ("testserver", 80),
         }

@@ -104,6 +104,39 @@ async def test_only_the_event_stream_takes_the_token_in_the_query(
         await sse.aclose()
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/threads/t/events"),  # the events path, but not a GET
+        ("PUT", "/threads/t/events"),
+        ("GET", "/threads/t/x/events"),  # any other path ending in /events
+        ("GET", "/threads/events"),
+        ("GET", "/events"),
+        ("GET", "/threads/t/events/"),
+        ("GET", "/threads/t/events/x"),
+        ("GET", "/threads/t"),
+        ("GET", "/threads"),
+        ("POST", "/threads"),
+        ("POST", "/threads/t/stop"),
+    ],
+)
+async def test_the_query_token_is_refused_everywhere_but_a_get_of_the_events(
+    client: httpx.AsyncClient, method: str, path: str
+) -> None:
+    assert (
+        await client.post("/threads", json={"thread_id": "t"}, headers=bearer())
+    ).status_code == 201
+    response = await client.request(method, f"{path}?token={TOKEN}")
+    assert response.status_code == 401, response.text
+    assert response.json()["error"]["type"] == "unauthorized"
+
+
+async def test_a_head_of_the_events_takes_the_query_token(client: httpx.AsyncClient) -> None:
+    await client.post("/threads", json={"thread_id": "t"}, headers=bearer())
+    assert (await client.head(f"/threads/t/events?token={TOKEN}")).status_code == 200
+    assert (await client.head("/threads/t/events?token=wrong")).status_code == 401
+
+
 async def test_mounted_under_a_prefix_the_routes_and_the_token_work(oc: OpenCodeAdapter) -> None:
     host = Starlette(routes=[Mount("/agent", app=create_app(oc, token=TOKEN))])
     async with httpx.AsyncClient(
