@@ -2,7 +2,8 @@
 
 Chromium is Debian's package (``make test`` installs it when ``/usr/bin/chromium`` is
 missing); Playwright drives it through ``executable_path``, as browser downloads are
-impossible here.
+impossible here. The page's Content Security Policy refuses ``eval``: wait with
+``wait_for_function("() => ...")`` (a function), never with a bare expression.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, async_playwright
 
 from adapter.testing._real_server import free_port
 
@@ -47,3 +48,10 @@ async def chromium() -> AsyncIterator[Browser]:
             yield browser
         finally:
             await browser.close()
+
+
+def blocked(message: ConsoleMessage) -> list[str]:
+    """What the page's Content Security Policy refused, as Chromium reports it on the
+    console (``page.on("console", lambda m: errors.extend(blocked(m)))``)."""
+    text = message.text
+    return [text] if message.type == "error" and "Content Security Policy" in text else []

@@ -1,9 +1,11 @@
 """The Stop button in a real browser, against a real ``opencode serve``.
 
-uvicorn serves ``create_app`` on 127.0.0.1 over an adapter connected to the pinned
-OpenCode, whose model is the project's ``ScriptedModelServer``. Headless Chromium
+uvicorn serves ``create_app`` on 127.0.0.1, with a fresh token as ``opencode-tree web``
+makes by default, over an adapter connected to the pinned OpenCode, whose model is
+the project's ``ScriptedModelServer``. Headless Chromium
 (Debian's ``chromium``, driven by Playwright: browser downloads are impossible here,
-so ``make test`` installs the apt package when it is missing) opens the page, sends a
+so ``make test`` installs the apt package when it is missing) opens the page with
+``#token=`` as the command prints it (the page must drop it from the address bar), sends a
 prompt whose turn runs a bash call that finishes and then a ``task`` chain three
 levels deep whose leaf's model call never ends, waits until the page shows the
 subagents, and clicks Stop. Then, from the page and from the servers:
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -36,7 +39,7 @@ from adapter import OpenCodeAdapter, OpenCodeClient, TurnAborted
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from adapter.web import create_app
-from tests.web.browser_support import chromium, serving
+from tests.web.browser_support import blocked, chromium, serving
 
 pytestmark = pytest.mark.real
 
@@ -59,12 +62,14 @@ def opencode(model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
 
 @pytest.fixture
 async def served(opencode: RealOpenCodeServer) -> AsyncIterator[tuple[str, OpenCodeAdapter]]:
-    """The app on a free loopback port, over an adapter of the real server."""
+    """The app on a free loopback port with a token, over an adapter of the real server;
+    yields the URL to open (``#token=...``, as ``opencode-tree web`` prints it)."""
+    token = secrets.token_urlsafe(32)
     async with (
         OpenCodeAdapter(opencode.base_url, directory=str(opencode.directory)) as oc,
-        serving(create_app(oc)) as url,
+        serving(create_app(oc, token=token)) as url,
     ):
-        yield url, oc
+        yield f"{url}#token={token}", oc
 
 
 async def _server_tree(client: OpenCodeClient, root: str) -> list[str]:
@@ -108,6 +113,7 @@ async def test_stop_in_the_browser_stops_the_tree_and_keeps_what_finished(
         page = await browser.new_page(viewport={"width": 1000, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda message: errors.extend(blocked(message)))
         try:
             await _run(page, url, oc, opencode, model, name, leaf, errors)
         except BaseException:
@@ -127,8 +133,11 @@ async def _run(
 ) -> None:
     await page.goto(url)
     await page.wait_for_selector("body[data-ready=true]")
+    token = url.partition("#token=")[2]
+    assert token not in page.url and await page.evaluate("() => location.hash") == ""
     await page.click("#new-thread")
-    await page.wait_for_function("document.getElementById('thread-id').textContent !== ''")
+    # A function: an expression would be eval()ed, which the page's CSP refuses.
+    await page.wait_for_function("() => document.getElementById('thread-id').textContent")
     thread_id = await page.text_content("#thread-id")
     assert thread_id
     root = next(t.session_id for t in oc.list_sessions() if t.thread_id == thread_id)
@@ -169,7 +178,7 @@ async def _run(
     stop_ended = aborted_at[0]  # emitted once interrupt_turn's stop has ended
     await asyncio.sleep(QUIET)
 
-    states = await page.evaluate("window.stopStates")
+    states = await page.evaluate("() => window.stopStates")
     assert "stopping…" in states, states
     assert await page.text_content("#stop-status") == "stopped"
 
@@ -204,6 +213,7 @@ async def _run(
     during = [r for r in model.requests_after(clicked, session_ids=tree) if r not in after]
     assert not after, [r.describe() for r in after]
     assert EXTRA not in await page.locator("body").inner_text(), [r.describe() for r in during]
+    assert token not in page.url
     assert not errors, errors
 
     shot = os.environ.get("WEB_STOP_SCREENSHOT")

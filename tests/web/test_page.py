@@ -1,25 +1,116 @@
-"""The page's other paths in headless Chromium, over the in-process fake server.
+"""The page: its security headers, and its other paths in headless Chromium.
 
 The real-server browser test (``test_browser.py``) covers a Stop that works; these
 cover what it cannot provoke: a Stop that fails (the clicking tab and a second tab
 that learns it from the stream), a page opened with a token, answering a permission
 request with its buttons, and server text that looks like HTML. uvicorn serves the
-app on 127.0.0.1; Chromium is Debian's (``tests/web/browser_support.py``).
+app on 127.0.0.1; Chromium is Debian's (``tests/web/browser_support.py``). Every
+page fails its test on a script error or on anything the Content Security Policy
+blocked (the page must need nothing the policy forbids).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from playwright.async_api import Browser, Page
+from starlette.applications import Starlette
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
 from adapter.web import create_app
-from tests.web.browser_support import chromium, serving
+from tests.web.browser_support import blocked, chromium, serving
+from tests.web.support import SseClient
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
+# A function, not an expression: Playwright evaluates an expression with eval(),
+# which the page's Content Security Policy refuses.
+TURN_COMPLETED = "() => document.getElementById('turn-state').textContent === 'completed'"
+
+# --------------------------------------------------------------------------- headers
+
+EVERY_RESPONSE = {
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cross-origin-resource-policy": "same-origin",
+}
+
+
+def directives(policy: str) -> dict[str, list[str]]:
+    parsed: dict[str, list[str]] = {}
+    for directive in policy.split(";"):
+        name, *sources = directive.split()
+        assert name not in parsed, policy
+        parsed[name] = sources
+    return parsed
+
+
+def assert_secure(headers: httpx.Headers | dict[str, str], what: str) -> None:
+    for name, value in EVERY_RESPONSE.items():
+        assert headers.get(name) == value, (what, name, headers)
+    policy = directives(headers["content-security-policy"])
+    assert policy["default-src"] == ["'none'"], policy
+    assert policy["script-src"] == ["'self'"] and policy["style-src"] == ["'self'"], policy
+    assert policy["connect-src"] == ["'self'"] and policy["img-src"] == ["'self'", "data:"]
+    assert policy["frame-ancestors"] == ["'none'"] and policy["base-uri"] == ["'none'"]
+    assert policy["form-action"] == ["'none'"], policy
+    # No remote origin, no scheme wildcard, nothing inline or evaluated.
+    sources = [s for values in policy.values() for s in values]
+    assert all(s in ("'self'", "'none'", "data:") for s in sources), sources
+
+
+async def test_the_page_and_its_files_carry_the_security_headers(
+    client: httpx.AsyncClient,
+) -> None:
+    for path, media in [
+        ("/", "text/html"),
+        ("/static/app.js", "text/javascript"),
+        ("/static/style.css", "text/css"),
+    ]:
+        response = await client.get(path)
+        assert response.status_code == 200 and response.headers["content-type"].startswith(media)
+        assert_secure(response.headers, path)
+    page = (await client.get("/")).text
+    assert "<script>" not in page and "<style" not in page and " style=" not in page
+    assert not re.search(r"\son[a-z]+\s*=", page, re.IGNORECASE)  # no inline handler
+
+
+async def test_every_answer_carries_them_errors_and_the_stream_included(
+    oc: OpenCodeAdapter,
+) -> None:
+    app: Starlette = create_app(oc, token="tok", ping=0)
+    bearer = {"Authorization": "Bearer tok"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://app"
+    ) as http:
+        answers = {
+            "created": await http.post("/threads", json={"thread_id": "t"}, headers=bearer),
+            "listed": await http.get("/threads", headers=bearer),
+            "401": await http.get("/threads"),
+            "404": await http.get("/nothing", headers=bearer),
+            "422": await http.post("/threads/t/turns", json={}, headers=bearer),
+            "403 host": await http.get("/", headers={"Host": "evil.example"}),
+            "403 origin": await http.get("/", headers={"Origin": "https://evil.example"}),
+            "415": await http.post(
+                "/threads", content=b"x", headers={"Content-Type": "text/plain"}
+            ),
+        }
+    assert [a.status_code for a in answers.values()] == [201, 200, 401, 404, 422, 403, 403, 415]
+    for what, answer in answers.items():
+        assert_secure(answer.headers, what)
+    sse = SseClient(app, "/threads/t/events?token=tok")
+    try:
+        assert await sse.started() == 200
+        assert_secure(sse.headers, "events")
+    finally:
+        await sse.aclose()
+
+
+# --------------------------------------------------------------------------- in Chromium
 
 
 @pytest.fixture
@@ -32,6 +123,7 @@ async def open_page(browser: Browser, url: str) -> tuple[Page, list[str]]:
     page = await browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda message: errors.extend(blocked(message)))
     await page.goto(url)
     await page.wait_for_selector("body[data-ready=true]")
     return page, errors
@@ -83,7 +175,7 @@ async def test_a_failed_stop_says_so_in_this_tab_and_in_another(
         assert not errors and not other_errors, errors + other_errors
 
 
-async def test_the_token_from_the_fragment_is_sent_and_its_absence_explained(
+async def test_the_token_from_the_fragment_is_sent_kept_and_out_of_the_address_bar(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
 ) -> None:
     fake.script("hello", [Text("hello from the agent")])
@@ -92,15 +184,41 @@ async def test_the_token_from_the_fragment_is_sent_and_its_absence_explained(
         assert "unauthorized" in (await page.text_content("#errors") or "")
 
         page, errors = await open_page(browser, f"{url}#token=tok-9")
+        # Read, kept for this tab, and gone from the address bar and the history entry.
+        assert "token" not in page.url and "tok-9" not in page.url
+        assert await page.evaluate("() => location.hash") == ""
+        assert await page.evaluate("() => sessionStorage.getItem('opencode-tree.token')") == (
+            "tok-9"
+        )
         await page.click("#new-thread")
-        await page.wait_for_function("document.getElementById('thread-id').textContent !== ''")
+        await page.wait_for_function("() => document.getElementById('thread-id').textContent")
         await page.fill("#prompt", "[[script:hello]]")
         await page.click("#send")
         await page.wait_for_selector("text=hello from the agent")  # over EventSource ?token=
-        await page.wait_for_function(
-            "document.getElementById('turn-state').textContent === 'completed'"
-        )
-        assert "?thread=t_" in page.url and page.url.endswith("#token=tok-9")
+        await page.wait_for_function(TURN_COMPLETED)
+        assert "?thread=t_" in page.url and "tok-9" not in page.url
+        # A reload has no fragment any more: the kept token still opens the thread.
+        await page.reload()
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.wait_for_selector("text=hello from the agent")
+        assert await page.text_content("#errors") == ""
+        # Another tab of the same browser has to be given the token again.
+        other, _ = await open_page(browser, url)
+        assert "unauthorized" in (await other.text_content("#errors") or "")
+        assert not errors, errors
+
+
+async def test_a_page_without_a_token_works_against_a_server_that_needs_none(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
+) -> None:
+    fake.script("hello", [Text("hello without a token")])
+    async with serving(create_app(oc, ping=0)) as url:
+        page, errors = await open_page(browser, url)
+        await page.fill("#prompt", "[[script:hello]]")
+        await page.click("#send")
+        await page.wait_for_selector("text=hello without a token")
+        await page.wait_for_function(TURN_COMPLETED)
+        assert await page.evaluate("() => sessionStorage.length") == 0
         assert not errors, errors
 
 
@@ -128,14 +246,12 @@ async def test_a_permission_request_is_answered_with_its_buttons_and_html_stays_
         assert "Permission: bash echo hostile" in await request.inner_text()
         await request.locator('button[data-decision="accept"]').click()
         await request.wait_for(state="detached", timeout=10_000)
-        await page.wait_for_function(
-            "document.getElementById('turn-state').textContent === 'completed'"
-        )
+        await page.wait_for_function(TURN_COMPLETED)
         detail = page.locator('.tool[data-tool="bash"] .tool-detail')
         assert await detail.text_content() == HOSTILE
         assert HOSTILE in await page.locator("#transcript").inner_text()
         assert await page.locator("#transcript img").count() == 0
-        assert await page.evaluate("window.pwned") is None
+        assert await page.evaluate("() => window.pwned") is None
         assert not errors, errors
 
 

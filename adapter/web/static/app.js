@@ -26,10 +26,36 @@
     return node;
   }
 
-  // The token comes from the URL fragment (never sent to the server by the browser).
+  // The token comes from the URL fragment, which the browser never sends to a server
+  // (nor in a Referer): `opencode-tree web` prints http://host:port/#token=...
+  // It is kept in this tab's sessionStorage, so a reload still has it, and removed
+  // from the address bar at once, so it stays out of the history, bookmarks and
+  // screenshots. Without one the page works against a server that needs none.
+  const TOKEN_KEY = "opencode-tree.token";
+
   function readToken() {
     const params = new URLSearchParams(location.hash.replace(/^#/, ""));
-    return params.get("token") || null;
+    const given = params.get("token");
+    if (params.has("token")) {
+      params.delete("token");
+      const url = new URL(location.href);
+      url.hash = params.toString();
+      history.replaceState(history.state, "", url.toString().replace(/#$/, ""));
+    }
+    try {
+      if (given) sessionStorage.setItem(TOKEN_KEY, given);
+      return given || sessionStorage.getItem(TOKEN_KEY);
+    } catch (_) {
+      return given || null; // storage disabled: this load still works
+    }
+  }
+
+  function forgetToken() {
+    try {
+      sessionStorage.removeItem(TOKEN_KEY);
+    } catch (_) {
+      // storage disabled: nothing was kept
+    }
   }
 
   const token = readToken();
@@ -676,7 +702,13 @@
       if (wanted) await openThread(wanted);
       else await refreshThreads();
     } catch (err) {
-      showError(err.status === 401 ? "unauthorized: open the URL with #token=…" : err.message);
+      if (err.status === 401) {
+        // A kept token the server no longer takes (it was restarted with a new one).
+        forgetToken();
+        showError("unauthorized: open the URL with #token=… that opencode-tree web printed");
+      } else {
+        showError(err.message);
+      }
     }
     document.body.dataset.ready = "true";
   }
