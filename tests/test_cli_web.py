@@ -8,6 +8,7 @@ serves the same app with uvicorn for real.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,6 +32,8 @@ def web_args(**overrides: Any) -> argparse.Namespace:
         "host": "127.0.0.1",
         "port": 8765,
         "token_env": None,
+        "no_token": False,
+        "allow_host": [],
         "try_out": False,
         "url": None,
     }
@@ -38,28 +41,45 @@ def web_args(**overrides: Any) -> argparse.Namespace:
     return argparse.Namespace(**values)
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
-def test_loopback_needs_no_token(host: str) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "0.0.0.0", "192.168.1.5", "example.com"])
+def test_a_token_is_made_by_default_and_the_url_carries_it_in_the_fragment(host: str) -> None:
     settings = _web.listen_settings(web_args(host=host))
+    token = settings.token
+    assert token is not None and re.fullmatch(r"[A-Za-z0-9_-]{43,}", token), token
+    assert settings.url.endswith(f":8765/#token={token}")
+    assert _web.listen_settings(web_args(host=host)).token != token  # a fresh one each run
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_no_token_is_allowed_on_loopback(host: str) -> None:
+    settings = _web.listen_settings(web_args(host=host, no_token=True))
     assert settings.token is None
     assert settings.url.endswith(":8765/")
     assert "#token" not in settings.url
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.5", "::", "example.com"])
-def test_beyond_loopback_without_a_token_is_refused(host: str) -> None:
+def test_no_token_beyond_loopback_is_refused(host: str) -> None:
     with pytest.raises(InvalidInputError, match=f"refusing to listen on {host} without a token"):
-        _web.listen_settings(web_args(host=host))
+        _web.listen_settings(web_args(host=host, no_token=True))
 
 
-def test_beyond_loopback_with_a_token_is_served_and_the_url_carries_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_token_from_the_environment_is_used_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WEB_TOKEN", "s3cret")
-    settings = _web.listen_settings(web_args(host="0.0.0.0", token_env="WEB_TOKEN"))
+    settings = _web.listen_settings(web_args(host="192.168.1.5", token_env="WEB_TOKEN"))
     assert settings.token == "s3cret"
-    assert settings.url == "http://0.0.0.0:8765/#token=s3cret"
-    assert _web.listen_settings(web_args(host="::1", port=9)).url == "http://[::1]:9/"
+    assert settings.url == "http://192.168.1.5:8765/#token=s3cret"
+    assert _web.listen_settings(web_args(host="::1", port=9, no_token=True)).url == (
+        "http://[::1]:9/"
+    )
+
+
+@pytest.mark.parametrize(("host", "shown"), [("0.0.0.0", "127.0.0.1"), ("::", "[::1]")])
+def test_listening_on_every_address_prints_the_loopback_url(host: str, shown: str) -> None:
+    """``http://0.0.0.0:8765/`` is no address a browser should open (and its Host is
+    refused): the URL printed names loopback, which the app always accepts."""
+    settings = _web.listen_settings(web_args(host=host))
+    assert settings.url == f"http://{shown}:8765/#token={settings.token}"
 
 
 def test_port_zero_picks_a_free_port() -> None:
@@ -71,7 +91,15 @@ async def test_bad_options_are_one_line_and_exit_2(
 ) -> None:
     monkeypatch.delenv("UNSET_TOKEN", raising=False)
     cases = {
-        ("web", "--host", "0.0.0.0", "--url", "http://127.0.0.1:9"): "without a token",
+        ("web", "--host", "0.0.0.0", "--no-token", "--url", "http://127.0.0.1:9"): (
+            "refusing to listen on 0.0.0.0 without a token"
+        ),
+        ("web", "--no-token", "--token-env", "T", "--url", "http://127.0.0.1:9"): (
+            "--no-token and --token-env"
+        ),
+        ("web", "--allow-host", "http://a.example", "--url", "http://127.0.0.1:9"): (
+            "--allow-host: 'http://a.example' is not a host name"
+        ),
         ("web", "--token-env", "UNSET_TOKEN", "--url", "http://127.0.0.1:9"): (
             "--token-env names UNSET_TOKEN, which is not set"
         ),
@@ -85,36 +113,75 @@ async def test_bad_options_are_one_line_and_exit_2(
         assert len(err.strip().splitlines()) == 1, err
 
 
-async def test_serves_the_app_with_the_token(
+async def serve_and_probe(
+    fake: FakeOpenCodeServer, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> dict[str, Any]:
+    """Run ``opencode-tree web`` with ``argv``; uvicorn's stand-in probes the app it got."""
+    seen: dict[str, Any] = {}
+
+    async def serve(app: Any, settings: _web.ListenSettings) -> None:
+        seen["settings"] = settings
+        bearer = {"Authorization": f"Bearer {settings.token}"}
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8123"
+        ) as http:
+            seen["page"] = (await http.get("/")).text
+            seen["anonymous"] = (await http.get("/threads")).status_code
+            created = await http.post("/threads", json={"thread_id": "t1"}, headers=bearer)
+            seen["created"] = created.status_code
+            seen["threads"] = (await http.get("/threads", headers=bearer)).json()
+            rebound = {"Host": "evil.example:8123", **bearer}
+            seen["rebound"] = (await http.get("/threads", headers=rebound)).status_code
+            named = {"Host": "mybox.lan:8123", **bearer}
+            seen["named"] = (await http.get("/threads", headers=named)).status_code
+
+    monkeypatch.setattr(_web, "_serve", serve)
+    argv = ["web", "--url", fake.base_url, "--port", "8123", *argv]
+    assert await amain(argv, transport=fake.transport) == 0
+    return seen
+
+
+async def test_serves_the_app_with_a_fresh_token_printed_once(
+    fake: FakeOpenCodeServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen = await serve_and_probe(fake, monkeypatch, [])
+    token = seen["settings"].token
+    out = capsys.readouterr().out
+    assert out.count(token) == 1
+    assert f"http://127.0.0.1:8123/#token={token}" in out
+    assert 'id="stop"' in seen["page"]
+    assert seen["anonymous"] == 401
+    assert seen["created"] == 201
+    assert [t["thread_id"] for t in seen["threads"]] == ["t1"]
+    assert seen["rebound"] == 403 and seen["named"] == 403
+
+
+async def test_serves_the_app_with_the_token_from_the_environment_and_allowed_hosts(
     fake: FakeOpenCodeServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("WEB_TOKEN", "tok-123")
-    seen: dict[str, Any] = {}
+    seen = await serve_and_probe(
+        fake, monkeypatch, ["--token-env", "WEB_TOKEN", "--allow-host", "MyBox.lan"]
+    )
+    assert "http://127.0.0.1:8123/#token=tok-123" in capsys.readouterr().out
+    assert seen["settings"].port == 8123 and seen["settings"].token == "tok-123"
+    assert (seen["anonymous"], seen["created"], seen["rebound"]) == (401, 201, 403)
+    assert seen["named"] == 200
 
-    async def serve(app: Any, settings: _web.ListenSettings) -> None:
-        seen["settings"] = settings
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://app"
-        ) as http:
-            seen["page"] = (await http.get("/")).text
-            seen["anonymous"] = (await http.get("/threads")).status_code
-            headers = {"Authorization": "Bearer tok-123"}
-            created = await http.post("/threads", json={"thread_id": "t1"}, headers=headers)
-            seen["created"] = created.status_code
-            seen["threads"] = (await http.get("/threads", headers=headers)).json()
 
-    monkeypatch.setattr(_web, "_serve", serve)
-    argv = ["web", "--url", fake.base_url, "--port", "8123", "--token-env", "WEB_TOKEN"]
-    assert await amain(argv, transport=fake.transport) == 0
-    out = capsys.readouterr().out
-    assert "http://127.0.0.1:8123/#token=tok-123" in out
-    assert seen["settings"].port == 8123
-    assert 'id="stop"' in seen["page"]
-    assert seen["anonymous"] == 401
-    assert seen["created"] == 201
-    assert [t["thread_id"] for t in seen["threads"]] == ["t1"]
+async def test_no_token_serves_the_app_open_on_loopback(
+    fake: FakeOpenCodeServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen = await serve_and_probe(fake, monkeypatch, ["--no-token"])
+    assert "#token" not in capsys.readouterr().out
+    assert seen["settings"].token is None
+    assert (seen["anonymous"], seen["created"], seen["rebound"]) == (200, 201, 403)
 
 
 def test_try_scripts_spawn_a_nested_tree_and_repeat() -> None:

@@ -6,8 +6,12 @@ With ``--try`` it runs the pinned local OpenCode against the project's scripted
 model instead, as ``make demo`` does, so that any prompt spawns a tree of subagents
 (task -> task -> a model call that never ends) and Stop has something to stop.
 
-A token is optional on loopback only: the API starts and stops agent runs, so on
-any other address it must not be reachable without one.
+The API starts agent runs that can execute commands, so it needs a token by
+default: a fresh one each run (or ``--token-env VAR``'s), printed once inside the
+URL's fragment (``http://127.0.0.1:8765/#token=...``), which the browser never
+sends to a server or in a Referer; the page keeps it and removes it from the
+address bar. ``--no-token`` is for loopback only. Whatever the token, the app
+refuses cross-site and DNS-rebinding requests (``docs/web.md``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,21 +41,29 @@ __all__ = ["add_web_parser", "listen_settings", "web_command"]
 DEFAULT_PORT = 8765
 TRY_SCRIPT = "web-try"
 TRY_FINISHED = "checked out the build log"
+TOKEN_BYTES = 32  # of randomness in a made token (43 URL-safe characters)
 
 
 @dataclass(frozen=True)
 class ListenSettings:
-    """Where the app listens and the token it requires (``None``: no token)."""
+    """Where the app listens, the token it requires (``None``: no token) and the extra
+    host names it answers to (``--allow-host``)."""
 
     host: str
     port: int
     token: str | None
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        """The URL to open. Listening on every address (``0.0.0.0``, ``::``) is no
+        address to open: that URL names loopback instead."""
+        host = self.host
+        if _is_unspecified(host):
+            host = "::1" if ":" in host else "127.0.0.1"
+        shown = f"[{host}]" if ":" in host else host
         fragment = f"#token={self.token}" if self.token else ""
-        return f"http://{host}:{self.port}/{fragment}"
+        return f"http://{shown}:{self.port}/{fragment}"
 
 
 def add_web_parser(
@@ -71,8 +84,21 @@ def add_web_parser(
     web.add_argument(
         "--token-env",
         metavar="VAR",
-        help="require this environment variable's value as a bearer token "
-        "(mandatory beyond loopback)",
+        help="require this environment variable's value as the bearer token "
+        "(default: a fresh random token, printed in the URL)",
+    )
+    web.add_argument(
+        "--no-token",
+        action="store_true",
+        help="require no token (loopback only: any local program can then drive the agent)",
+    )
+    web.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this host name (the app is reached under it, "
+        "e.g. a LAN name or a proxy's); loopback names and the listening address always are",
     )
     web.add_argument(
         "--try",
@@ -91,24 +117,40 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def listen_settings(args: argparse.Namespace) -> ListenSettings:
-    """Check the listening options before anything starts; ``InvalidInputError`` says why not."""
-    token: str | None = None
+def _is_unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.no_token and args.token_env is not None:
+        raise InvalidInputError("--no-token and --token-env contradict each other: give one")
     if args.token_env is not None:
         token = os.environ.get(args.token_env)
         if not token:
             raise InvalidInputError(f"--token-env names {args.token_env}, which is not set")
-    if not _is_loopback(args.host) and token is None:
-        raise InvalidInputError(
-            f"refusing to listen on {args.host} without a token: anyone who reaches it could "
-            "start and stop agent runs. Set one with --token-env VAR, or listen on 127.0.0.1"
-        )
+        return token
+    if args.no_token:
+        if not _is_loopback(args.host):
+            raise InvalidInputError(
+                f"refusing to listen on {args.host} without a token: anyone who reaches it "
+                "could start and stop agent runs. Drop --no-token, or listen on 127.0.0.1"
+            )
+        return None
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def listen_settings(args: argparse.Namespace) -> ListenSettings:
+    """Check the listening options before anything starts; ``InvalidInputError`` says why not."""
+    token = _token(args)
     if not 0 <= args.port <= 65535:
         raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
     if args.try_out and getattr(args, "url", None):
         raise InvalidInputError("--try runs its own OpenCode server: drop --url")
     port = args.port or free_port(args.host if _is_loopback(args.host) else "127.0.0.1")
-    return ListenSettings(args.host, port, token)
+    return ListenSettings(args.host, port, token, tuple(args.allow_host))
 
 
 @contextlib.asynccontextmanager
@@ -198,14 +240,18 @@ async def web_command(args: argparse.Namespace, out: Out) -> int:
     settings = listen_settings(args)
     try:
         from ..web import create_app
+        from ..web._guard import allowed_host_names
     except ImportError as exc:  # the optional extra is missing
         raise InvalidInputError(
             f"opencode-tree web needs the web extra: pip install 'opencode-tree-adapter[web]' "
             f"({exc.name} is missing)"
         ) from exc
+    allowed_host_names(settings.allowed_hosts, option="--allow-host")  # before anything starts
     async with _adapter(args, out) as oc:
-        app = create_app(oc, token=settings.token)
+        app = create_app(oc, token=settings.token, allowed_hosts=settings.allowed_hosts)
         out.line(f"serving the stop-button page at {settings.url}", style="bold")
+        if settings.token is None:
+            out.line("no token: any program on this machine can drive the agent.", style="dim")
         if args.try_out:
             out.line(
                 "try-out: create a thread, type anything, watch the subagents appear, press Stop.",
