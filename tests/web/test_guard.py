@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Protocol
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
+from starlette.responses import JSONResponse
 
 from adapter import InvalidInputError, OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Permission
 from adapter.web import create_app
+from adapter.web._guard import RequestGuard
 from tests.adapter_support import Recorder
 
 EVIL = "https://evil.example"
@@ -460,3 +465,87 @@ def test_create_app_refuses_junk_hosts_and_origins(
 def test_create_app_takes_hosts_and_origins_of_any_iterable(oc: OpenCodeAdapter) -> None:
     hosts = (h for h in ["a.example", "[::5]", "10.0.0.1"])
     create_app(oc, allowed_hosts=hosts, allowed_origins=("https://a.example:8443",))
+
+
+# --------------------------------------------------------------------------- fuzz
+
+NAMES = ["127.0.0.1", "localhost", "[::1]", "app", "evil.example", "app.evil.example", "10.0.0.5"]
+ALLOWED = {"127.0.0.1", "localhost", "[::1]", "app"}
+
+
+def guard_answer(headers: list[tuple[bytes, bytes]], method: str) -> int:
+    """The status the guard alone gives (200: it let the request through)."""
+    inner = JSONResponse({"ok": True})
+    guard = RequestGuard(inner, hosts=frozenset(), origins=frozenset())
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": "/threads",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "server": ("app", 80),
+    }
+    statuses: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    asyncio.run(guard(scope, receive, send))
+    return statuses[0]
+
+
+host_values = st.one_of(
+    st.text(max_size=40),
+    st.builds(
+        lambda name, port: name + ("" if port is None else f":{port}"),
+        st.sampled_from(NAMES),
+        st.none() | st.integers(-5, 70_000),
+    ),
+)
+origin_values = st.one_of(
+    st.none(),
+    st.text(max_size=40),
+    st.builds(
+        lambda scheme, host: f"{scheme}://{host}",
+        st.sampled_from(["http", "https", "ftp", "null"]),
+        host_values,
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    host=host_values,
+    origin=origin_values,
+    method=st.sampled_from(["GET", "POST", "DELETE", "OPTIONS"]),
+    content_type=st.none()
+    | st.sampled_from(["application/json", "text/plain"])
+    | st.text(max_size=20),
+)
+def test_the_guard_never_fails_and_lets_through_only_this_server(
+    host: str, origin: str | None, method: str, content_type: str | None
+) -> None:
+    headers = [(b"host", host.encode("utf-8", "surrogatepass"))]
+    if origin is not None:
+        headers.append((b"origin", origin.encode("utf-8", "surrogatepass")))
+    if content_type is not None:
+        headers.append((b"content-type", content_type.encode("utf-8", "surrogatepass")))
+    status = guard_answer(headers, method)
+    assert status in (200, 403, 415)
+    if status != 200:
+        return
+    if host.startswith("["):
+        name, port = host[: host.index("]") + 1], host[host.index("]") + 2 :]
+    else:
+        name, _, port = host.partition(":")
+    assert name.lower() in ALLOWED or ipaddress.ip_address(name.strip("[]")).is_loopback, host
+    assert not port or (port.isascii() and port.isdigit() and 0 < int(port) <= 65535), host
+    if origin is not None:
+        scheme, _, where = origin.lower().partition("://")
+        default = {"http": "80", "https": "443"}[scheme]
+        assert where in (host.lower(), f"{host.lower()}:{default}"), origin
