@@ -42,6 +42,7 @@ from ._ids import path_segment, validate_id
 from ._logging import get_logger
 from ._models import Health, Message, PendingRequest, Session, SessionStatus
 from ._retry import TRANSIENT_TRANSPORT_ERRORS, RetryPolicy, is_transient_status
+from ._unicode import SURROGATE_REFUSAL, surrogate_path
 
 __all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
 
@@ -523,6 +524,9 @@ class OpenCodeClient:
         its work is done (``summarize``)."""
         if self._http.is_closed:
             raise RequestError(operation, "the client is closed", session_id=session_id)
+        if json_body is not None and (where := surrogate_path(json_body)) is not None:
+            # UTF-8 cannot carry it: the caller learns which field, and nothing is sent.
+            raise InvalidInputError(f"{operation}: {where} {SURROGATE_REFUSAL}")
         merged = {**self._params, **(params or {})} or None
         try:
             # The first try runs outside tenacity: most calls succeed at once,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ._exceptions import InvalidInputError
+from ._unicode import SURROGATE_REFUSAL, has_surrogates
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -189,6 +190,7 @@ def build_prompt(
     if isinstance(text_or_parts, str):
         if not text_or_parts.strip():
             raise InvalidInputError("the prompt is empty")
+        _check_text(text_or_parts, "parts[0]")
         parts.append(TextPart(text_or_parts))
     elif isinstance(text_or_parts, Sequence):
         for index, item in enumerate(text_or_parts):
@@ -247,6 +249,8 @@ def _check_text(value: object, field: str) -> None:
         raise InvalidInputError(f"{field} must be a string, got {type(value).__name__}")
     if not value:
         raise InvalidInputError(f"{field} is empty")
+    if has_surrogates(value):
+        raise InvalidInputError(f"{field} {SURROGATE_REFUSAL}")
 
 
 def _checked_part(item: object, field: str) -> PromptPart:

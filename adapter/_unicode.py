@@ -15,6 +15,9 @@ The rules, one place for all of them:
   pair that stand side by side into the one character they encode, and replaces
   each half that has no partner with U+FFFD (the replacement character), as a
   UTF-16 decoder does.
+* Text going in is not repaired: a caller's string that holds a surrogate cannot
+  be encoded for the server, so :func:`surrogate_path` finds it and the caller is
+  told which field (an ``InvalidInputError``, a 422, a JSON-RPC error).
 * Strings without a surrogate (all but a few) are returned as they are, after
   one linear scan, so the rule costs nothing on the usual path.
 """
@@ -25,9 +28,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["has_surrogates", "well_formed", "well_formed_data"]
+__all__ = [
+    "SURROGATE_REFUSAL",
+    "has_surrogates",
+    "surrogate_path",
+    "well_formed",
+    "well_formed_data",
+]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: How a caller is told that a string of theirs cannot be sent (after the field's name).
+SURROGATE_REFUSAL = "holds a UTF-16 surrogate code point: it is not valid Unicode text"
 
 
 def has_surrogates(text: str) -> bool:
@@ -57,3 +69,24 @@ def well_formed_data(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(well_formed_data(v) for v in value)
     return value
+
+
+def surrogate_path(value: Any, path: str = "") -> str | None:
+    """Where the first string holding a surrogate is in a JSON-like value (keys
+    included), as ``parts[0].text``; ``None`` when every string encodes. No
+    recursion: a caller's value may be nested deeper than Python's stack."""
+    pending: list[tuple[Any, str]] = [(value, path)]
+    while pending:
+        item, where = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                return where or "the value"
+        elif isinstance(item, Mapping):
+            for key, child in reversed(list(item.items())):
+                name = f"{where}.{key}" if where else str(key)
+                if isinstance(key, str) and _SURROGATE.search(key) is not None:
+                    return f"a key of {where}" if where else "a key"
+                pending.append((child, name))
+        elif isinstance(item, list | tuple):
+            pending.extend((child, f"{where}[{i}]") for i, child in reversed(list(enumerate(item))))
+    return None

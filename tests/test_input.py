@@ -136,6 +136,12 @@ def test_builders_refuse_bad_input_naming_the_field(build: Any, field: str, tmp_
         ("ok", {"tools": {"": False}}, "tool names must be non-empty"),
         ("ok", {"agent": ""}, "agent must be a non-empty string"),
         ("ok", {"model": "nonsense"}, "model must look like"),
+        # A surrogate code point cannot be encoded for the server (UnicodeEncodeError before).
+        ("a\ud800b", {}, r"parts\[0\] holds a UTF-16 surrogate"),
+        (["ok", "\ud83d\ude00"], {}, r"parts\[1\] holds a UTF-16 surrogate"),
+        (["ok", TextPart("\udc00")], {}, r"parts\[1\]\.text holds a UTF-16 surrogate"),
+        ("ok", {"system": "s\ud800"}, "system holds a UTF-16 surrogate"),
+        ("ok", {"agent": "plan\ud800"}, "agent holds a UTF-16 surrogate"),
     ],
 )
 async def test_invalid_input_is_refused_and_nothing_is_sent(
@@ -279,3 +285,13 @@ async def test_the_fake_answers_invalid_file_parts_and_options_as_the_real_serve
             answer = await client.post(f"/session/{session_id}/prompt_async", json=body)
             assert answer.status_code == 400
             assert message in answer.json()["data"]["message"]
+
+
+async def test_any_caller_string_with_a_surrogate_is_refused_naming_its_field(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    # The client's one check covers every body, not only the prompt's builders.
+    with pytest.raises(InvalidInputError, match="create_session: title holds a UTF-16 surrogate"):
+        await oc.start_session(T, title="a\ud800")
+    assert [r for r in fake.requests if r.method == "POST" and r.path == "/session"] == []
+    assert oc.list_sessions() == []

@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter._unicode import has_surrogates, well_formed, well_formed_data
+from adapter._unicode import has_surrogates, surrogate_path, well_formed, well_formed_data
 
 
 def test_a_lone_half_becomes_the_replacement_character() -> None:
@@ -52,3 +52,18 @@ def test_any_string_comes_out_encodable(text: str) -> None:
     out.encode("utf-8")
     json.dumps(out, ensure_ascii=False).encode("utf-8")
     assert not has_surrogates(out)
+
+
+def test_the_path_of_the_first_string_with_a_surrogate() -> None:
+    body = {"parts": [{"type": "text", "text": "ok"}, {"type": "text", "text": "a\ud800"}]}
+    assert surrogate_path(body) == "parts[1].text"
+    assert surrogate_path({"x\udfff": 1}) == "a key"
+    assert surrogate_path("\ud83d\ude00") == "the value"  # a pair is not encodable either
+    assert surrogate_path({"parts": [{"text": "fine"}], "n": 1}) is None
+
+
+def test_the_path_is_found_without_recursion() -> None:
+    deep: object = "\ud800"
+    for _ in range(100_000):
+        deep = [deep]
+    assert surrogate_path(deep) is not None
