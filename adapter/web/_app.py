@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -29,6 +29,7 @@ from ._auth import BearerAuth
 from ._body import (
     model_value,
     optional_str,
+    path_thread_id,
     read_object,
     required_str,
     resume_value,
@@ -37,6 +38,7 @@ from ._body import (
 from ._errors import ApiError, error_response, invalid, response_for
 from ._guard import RequestGuard, allowed_host_names, allowed_origin_set
 from ._headers import SecurityHeaders
+from ._json import JsonResponse
 from ._sse import event_response
 
 __all__ = ["STATIC_DIR", "create_app"]
@@ -157,7 +159,7 @@ class _Api:
 
     def _thread(self, request: Request) -> str:
         """The path's thread id, known to the adapter (else 404 ``unknown_thread``)."""
-        thread_id: str = request.path_params["thread_id"]
+        thread_id = path_thread_id(request)  # 422 outside the id grammar
         if not self._oc.has_session(thread_id):
             raise adapter.UnknownThreadError(thread_id)
         return thread_id
@@ -179,13 +181,13 @@ class _Api:
         finally:
             self._starting.discard(thread_id)
         _log.info("web.thread_created", thread_id=thread_id, session_id=info.session_id)
-        return JSONResponse(info.to_dict(), status_code=201)
+        return JsonResponse(info.to_dict(), status_code=201)
 
     async def list_threads(self, request: Request) -> Response:
-        return JSONResponse([info.to_dict() for info in self._oc.list_sessions()])
+        return JsonResponse([info.to_dict() for info in self._oc.list_sessions()])
 
     async def get_thread(self, request: Request) -> Response:
-        return JSONResponse(self._oc.session_info(self._thread(request)).to_dict())
+        return JsonResponse(self._oc.session_info(self._thread(request)).to_dict())
 
     # -- turns and the stop ----------------------------------------------------------
 
@@ -199,7 +201,7 @@ class _Api:
             turn = await self._oc.send_turn(thread_id, text, model=model, agent=agent)
         except adapter.InvalidInputError as exc:
             raise invalid(_field_named(str(exc), ("model", "agent"), "text"), str(exc)) from None
-        return JSONResponse({"turn_id": turn.turn_id}, status_code=202)
+        return JsonResponse({"turn_id": turn.turn_id}, status_code=202)
 
     async def stop(self, request: Request) -> Response:
         """``interrupt_turn``: concurrent calls (double clicks, several tabs) share one
@@ -207,7 +209,7 @@ class _Api:
         thread_id = self._thread(request)
         await read_object(request, frozenset())
         result = await self._oc.interrupt_turn(thread_id)
-        return JSONResponse(result.to_dict())
+        return JsonResponse(result.to_dict())
 
     # -- what a page follows ---------------------------------------------------------
 
@@ -228,7 +230,7 @@ class _Api:
 
     async def tree(self, request: Request) -> Response:
         tree = await self._oc.session_tree(self._thread(request))
-        return JSONResponse(tree.to_dict())
+        return JsonResponse(tree.to_dict())
 
     # -- permission and question replies ---------------------------------------------
 
@@ -259,7 +261,7 @@ class _Api:
             if body["reject"] is not True:
                 raise invalid("reject", "reject must be true")
             await self._oc.reject_user_input(thread_id, request_id)
-        return JSONResponse({"ok": True})
+        return JsonResponse({"ok": True})
 
 
 def _field_named(message: str, fields: tuple[str, ...], default: str) -> str:

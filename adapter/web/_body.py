@@ -1,28 +1,46 @@
-"""Request bodies, checked field by field before the adapter sees them.
+"""Request bodies and thread ids, checked before the adapter sees them.
 
 A body is a JSON object; a field that is missing where required, of the wrong
 type, empty, or not one the route knows is refused with 422 naming it, so a page
 (or a script) learns exactly what to fix and nothing half-valid is sent on.
+
+A body is untrusted bytes first (``docs/web.md``, "Bodies and thread ids"): it is
+refused with 413 past :data:`MAX_BODY_BYTES` before it is read further, and with
+422 when it nests past :data:`MAX_JSON_DEPTH` (found without recursion, before the
+standard library's recursive parser could run out of stack), when it is not
+strict JSON (``NaN``, ``Infinity``, a number out of range) or when a string, key
+included, holds a lone UTF-16 surrogate (``"\\ud800"``: no UTF-8 encoder accepts
+it, so it would break every answer and log line that repeats it). The thread id
+grammar is here too, one rule for the body's ``thread_id`` and every path.
 """
 
 from __future__ import annotations
 
+import array
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 
-from ._errors import invalid
+from adapter._unicode import has_surrogates
+
+from ._errors import ApiError, invalid
 
 __all__ = [
     "MAX_BODY_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_THREAD_ID_CHARS",
     "model_value",
     "optional_object",
     "optional_str",
+    "path_thread_id",
     "read_object",
     "required_str",
     "resume_value",
+    "thread_id_problem",
     "thread_id_value",
 ]
 
@@ -30,14 +48,57 @@ __all__ = [
 #: here; files go through the adapter's own API).
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
-#: A thread id must fit in one URL path segment (``/threads/{id}``) and a log line.
-_THREAD_ID = re.compile(r"^[^/\x00-\x1f\x7f]{1,200}$")
+#: Containers (objects and arrays) a body may nest, the body itself included. The
+#: deepest body a route takes is 4 levels (``{"resume": {...}}``, ``{"answers": {q: [a]}}``).
+MAX_JSON_DEPTH = 32
+
+#: The longest thread id (it is a path segment and goes into log lines).
+MAX_THREAD_ID_CHARS = 200
+
+#: What a thread id may not hold: ``/`` and ``\\`` (path separators, also once
+#: decoded from ``%2F``/``%5C``), control characters (C0, DEL, C1), the line and
+#: paragraph separators and the bidirectional formatting characters (they reorder
+#: or break what a page or a log line shows).
+_THREAD_ID_FORBIDDEN = re.compile("[/\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_THREAD_ID_RULE = (
+    f"thread_id must be 1 to {MAX_THREAD_ID_CHARS} characters, not '.' or '..', not only "
+    "spaces, without '/', '\\', control characters, line separators, bidirectional "
+    "controls or lone surrogates"
+)
 _MODEL = re.compile(r"^[^/\s]+/\S+$")
+
+# msgspec decodes strict JSON (no NaN, no number out of range, no lone surrogate)
+# in C, several times faster than ``json``, and bounds its own depth (1000) without
+# recursion in Python.
+_STRICT = msgspec.json.Decoder()
+# A ``\\u`` escape of a UTF-16 surrogate, paired or not: only then is the slow
+# diagnosis of a refused body worth running.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# One JSON string, or an unterminated one up to the end: every match attempt that
+# starts at a quote succeeds, so removing them all is linear.
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
 async def read_object(request: Request, allowed: frozenset[str]) -> dict[str, Any]:
     """The body as a JSON object with only ``allowed`` keys (an empty body is ``{}``)."""
-    too_large = invalid("body", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    raw = await _read(request)
+    if not raw.strip():
+        return {}
+    body = _decode(raw)
+    if not isinstance(body, dict):
+        raise invalid("body", f"the body must be a JSON object, not {_kind(body)}")
+    for key in body:
+        if key not in allowed:
+            raise invalid(
+                key, f"unknown field {key!r:.60} (expected: {', '.join(sorted(allowed))})"
+            )
+    return body
+
+
+async def _read(request: Request) -> bytes:
+    too_large = ApiError(413, "too_large", f"the body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise too_large
@@ -48,21 +109,106 @@ async def read_object(request: Request, allowed: frozenset[str]) -> dict[str, An
         if size > MAX_BODY_BYTES:
             raise too_large
         chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        return {}
+    return b"".join(chunks)
+
+
+def _decode(raw: bytes) -> Any:
+    """Strict JSON, at most :data:`MAX_JSON_DEPTH` deep, without a lone surrogate."""
+    # Counting every bracket, strings included, over-counts: most bodies need no scan.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _depth(raw) > MAX_JSON_DEPTH:
+        raise invalid("body", f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        body = json.loads(raw)
+        return _STRICT.decode(raw)
+    except msgspec.DecodeError as exc:
+        if _SURROGATE_ESCAPE.search(raw) is not None:
+            _diagnose_surrogates(raw)
+        raise invalid("body", f"the body is not valid JSON ({exc!s:.100})") from None
+
+
+def _depth(raw: bytes) -> int:
+    """The deepest nesting of ``raw``'s brackets outside strings, in linear time and
+    without recursion (a million ``[`` are a 2 MB body)."""
+    steps = _STRING.sub(b"", raw).translate(_STEPS, _NOT_BRACKETS)
+    return max(accumulate(array.array("b", steps)), default=0)
+
+
+def _diagnose_surrogates(raw: bytes) -> None:
+    """Raise the 422 naming the field of a lone surrogate, if that is what ``msgspec``
+    refused (it says only "invalid utf-16 surrogate pair" or "truncated"). The
+    standard library keeps a lone surrogate in the ``str`` it returns (it recurses per
+    level: :func:`_decode` has bounded the depth first)."""
+    try:
+        value = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError):
-        raise invalid("body", "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise invalid("body", f"the body must be a JSON object, not {_kind(body)}")
-    for key in body:
-        if key not in allowed:
-            raise invalid(
-                key, f"unknown field {key!r:.60} (expected: {', '.join(sorted(allowed))})"
-            )
-    return body
+        return  # the caller says "not valid JSON"
+    field = _surrogate_field(value)
+    if field is not None:
+        raise invalid(field, f"{field} holds a lone UTF-16 surrogate (a half of a pair)")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _surrogate_field(value: Any) -> str | None:
+    """The top-level field whose value (or key) holds a lone surrogate; ``body`` for
+    a top-level key or a body that is not an object."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if has_surrogates(key):
+                return "body"
+            if _holds_surrogate(item):
+                return str(key)
+        return None
+    return "body" if _holds_surrogate(value) else None
+
+
+def _holds_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if has_surrogates(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+# --------------------------------------------------------------------------- thread ids
+
+
+def thread_id_problem(value: str) -> str | None:
+    """Why ``value`` is not a thread id of the web API (``None``: it is one).
+
+    An id is a path segment of every thread route, built by the page with
+    ``encodeURIComponent``: ``.`` and ``..`` are the segments a URL resolves away
+    (``threads/../stop`` is ``/stop``), and a ``/`` or ``\\`` becomes a separator.
+    """
+    if (
+        not value
+        or len(value) > MAX_THREAD_ID_CHARS
+        or value in (".", "..")
+        or not value.strip()
+        or _THREAD_ID_FORBIDDEN.search(value) is not None
+        or has_surrogates(value)
+    ):
+        return _THREAD_ID_RULE
+    return None
+
+
+def path_thread_id(request: Request) -> str:
+    """The path's ``{thread_id}``, refused with 422 (``field: thread_id``) outside the
+    grammar, whatever the adapter holds: a host may make any id through the adapter,
+    the web API addresses only those of its grammar (``GET /threads`` lists all)."""
+    thread_id: str = request.path_params["thread_id"]
+    problem = thread_id_problem(thread_id)
+    if problem is not None:
+        raise invalid("thread_id", problem)
+    return thread_id
 
 
 def optional_str(body: dict[str, Any], name: str) -> str | None:
@@ -86,11 +232,8 @@ def required_str(body: dict[str, Any], name: str) -> str:
 
 def thread_id_value(body: dict[str, Any]) -> str | None:
     value = optional_str(body, "thread_id")
-    if value is not None and not _THREAD_ID.match(value):
-        raise invalid(
-            "thread_id",
-            "thread_id must be at most 200 characters, without '/' or control characters",
-        )
+    if value is not None and (problem := thread_id_problem(value)) is not None:
+        raise invalid("thread_id", problem)
     return value
 
 

@@ -5,7 +5,8 @@ Every failure a client sees is ``{"error": {"type", "message"}}`` (a 422 adds
 set a page can switch on. The adapter's messages carry no credentials (its
 client never puts headers or userinfo URLs into them); an unexpected exception
 is logged and answered ``internal`` with a fixed message, so neither a
-traceback nor a secret can reach a body.
+traceback nor a secret can reach a body. Messages may repeat server text or a
+client's id: :class:`adapter.web._json.JsonResponse` keeps the body well formed.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import traceback
 from typing import Any
 
 import structlog
-from starlette.responses import JSONResponse
 
 import adapter
+
+from ._json import JsonResponse
 
 __all__ = ["ApiError", "error_response", "invalid", "response_for"]
 
@@ -51,18 +53,18 @@ def error_response(
     field: str | None = None,
     extra: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
-) -> JSONResponse:
+) -> JsonResponse:
     error: dict[str, Any] = {"type": type, "message": message}
     if field is not None:
         error["field"] = field
-    return JSONResponse({"error": error, **(extra or {})}, status_code=status, headers=headers)
+    return JsonResponse({"error": error, **(extra or {})}, status_code=status, headers=headers)
 
 
 def invalid(field: str, message: str) -> ApiError:
     return ApiError(422, "invalid_input", message, field=field)
 
 
-def response_for(exc: Exception, *, field: str | None = None) -> JSONResponse:
+def response_for(exc: Exception, *, field: str | None = None) -> JsonResponse:
     """The answer to ``exc`` raised by a route; ``field`` names the body field an
     :class:`adapter.InvalidInputError` is about (the route knows what it passed)."""
     if isinstance(exc, ApiError):

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import httpx
 import pytest
 
+import adapter
 from adapter import OpenCodeAdapter
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Question, Task, Text
+from adapter.testing.fake import (
+    Fail,
+    FakeOpenCodeServer,
+    Hang,
+    Permission,
+    Question,
+    Task,
+    Text,
+    Tool,
+)
+from adapter.web._errors import response_for
 from tests.adapter_support import Recorder
 
 COLOR = {
@@ -169,15 +181,6 @@ async def test_a_bad_turn_body_is_422_naming_the_field(
     assert [r for r in fake.requests if r.path.endswith("/prompt_async")] == []
 
 
-async def test_a_body_over_the_bound_is_refused_unread(client: httpx.AsyncClient) -> None:
-    await client.post("/threads", json={"thread_id": "t"})
-    huge = b'{"text": "' + b"x" * (4 * 1024 * 1024) + b'"}'
-    response = await client.post(
-        "/threads/t/turns", content=huge, headers={"content-type": "application/json"}
-    )
-    assert "larger than" in await expect_invalid(response, "body")
-
-
 async def test_invalid_json_is_422(client: httpx.AsyncClient) -> None:
     await client.post("/threads", json={"thread_id": "t"})
     response = await client.post(
@@ -313,3 +316,84 @@ async def test_an_unexpected_failure_is_500_without_a_traceback(
     }
     [logged] = [e for e in captured_logs if e["event"] == "web.internal_error"]
     assert logged["error_type"] == "RuntimeError" and "secret detail" in logged["traceback"]
+
+
+# --------------------------------------------------------------------------- lone surrogates out
+
+LONE = "cut \ud800 here"  # OpenCode cuts by UTF-16 units; JSON.stringify writes "\ud800"
+SHOWN = "cut \ufffd here"  # what leaves the app: the adapter's one rule (adapter._unicode)
+
+
+def well_formed_json(response: httpx.Response) -> Any:
+    """The body as strict UTF-8 JSON, with no surrogate escape left in it."""
+    text = response.content.decode("utf-8")  # strict: raises on an encoded surrogate
+    assert "\\ud8" not in text.lower() and "\\udc" not in text.lower(), text
+    return json.loads(text)
+
+
+async def test_a_stop_with_lone_surrogates_in_its_partial_and_report_is_well_formed(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """A tool input with a lone half (the partial result) and a refusal whose message
+    has one (the report of a failed stop): 502 and then 200, both well formed."""
+    fake.script("child", [Hang()])
+    fake.script(
+        "cut",
+        [Tool("bash", {"command": f"echo {LONE}"}, output="x\n"), Task("explore", "child")],
+    )
+    root = (await client.post("/threads", json={"thread_id": "t"})).json()["session_id"]
+    first = (await client.post("/threads/t/turns", json={"text": "[[script:cut]]"})).json()
+    await rec.wait_for("child.started", lambda e: e.turn_id == first["turn_id"])
+    response = await client.post("/threads/t/stop")
+    assert response.status_code == 200, response.text
+    body = well_formed_json(response)
+    assert body["stop"]["ok"] is True
+    bash = next(c for c in body["partial"]["tool_calls"] if c["tool"] == "bash")
+    assert bash["input"] == {"command": f"echo {SHOWN}"}
+
+    second = (await client.post("/threads/t/turns", json={"text": "[[script:cut]]"})).json()
+    await rec.wait_for("child.started", lambda e: e.turn_id == second["turn_id"])
+    fake.fail(
+        "POST",
+        f"/session/{root}/abort",
+        status=400,
+        times=None,
+        body={"name": "BadRequest", "data": {"message": f"refused {LONE}"}},
+    )
+    failed = await client.post("/threads/t/stop")
+    assert failed.status_code == 502, failed.text
+    refused = well_formed_json(failed)
+    assert SHOWN in refused["error"]["message"]
+    assert any(SHOWN in (s["error"] or "") for s in refused["stop"]["sessions"])
+
+
+async def test_lone_surrogates_in_server_data_leave_every_json_answer_well_formed(
+    client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """An error message, a subagent's title and a host-made thread id, each with a lone
+    half: the listing, the thread and the tree stay 200 JSON, well formed."""
+    fake.script("fails", [Fail(message=f"provider said {LONE}")])
+    fake.script("child", [Hang()])
+    fake.script("spawns", [Task(f"explore {LONE}", "child")])
+    await client.post("/threads", json={"thread_id": "f"})
+    await client.post("/threads/f/turns", json={"text": "[[script:fails]]"})
+    await rec.wait_for("turn.completed")
+    await client.post("/threads", json={"thread_id": "t"})
+    await client.post("/threads/t/turns", json={"text": "[[script:spawns]]"})
+    await rec.wait_for("child.started")
+    await oc.start_session(f"host {LONE}")  # the host may use any id through the adapter
+
+    listed = await client.get("/threads")
+    assert listed.status_code == 200, listed.text
+    assert {t["thread_id"] for t in well_formed_json(listed)} == {"f", "t", f"host {SHOWN}"}
+    one = await client.get("/threads/f")
+    assert one.status_code == 200 and SHOWN in well_formed_json(one)["last_error"]
+    tree = await client.get("/threads/t/tree")
+    assert tree.status_code == 200, tree.text
+    assert well_formed_json(tree)["sessions"][1]["title"].startswith(f"explore {SHOWN}")
+
+
+async def test_an_error_message_holding_a_lone_surrogate_is_well_formed() -> None:
+    response = response_for(adapter.OpenCodeError(f"the server said {LONE}"))
+    assert response.status_code == 502
+    assert SHOWN in json.loads(response.body.decode("utf-8"))["error"]["message"]
