@@ -16,7 +16,6 @@ generator returns and the response ends.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 
 import structlog
@@ -24,14 +23,17 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 import adapter
 
+from ._json import json_text
+
 __all__ = ["event_frame", "event_response"]
 
 _log = structlog.get_logger("adapter.web")
 
 
 def event_frame(event: adapter.Event) -> ServerSentEvent:
-    """One frame; a gap's frame carries the id of the last event before it."""
-    data = json.dumps(event.to_dict(), separators=(",", ":"))
+    """One frame; a gap's frame carries the id of the last event before it. Its data is
+    UTF-8 JSON whatever the server's text held (:func:`adapter.web._json.json_text`)."""
+    data = json_text(event.to_dict())
     if isinstance(event, adapter.StreamGap):
         return ServerSentEvent(data=data, event=event.type, id=event.last_event_id)
     return ServerSentEvent(data=data, event=event.type, id=event.event_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,7 +34,9 @@ class Frame:
 def parse_frame(block: str) -> Frame | None:
     """One SSE block; ``None`` for a comment-only block (a keep-alive ping)."""
     fields: dict[str, list[str]] = {}
-    for line in block.splitlines():
+    # The SSE line ends only (str.splitlines() would also split at U+2028, U+0085, ...,
+    # which JSON text written with ensure_ascii=False may hold).
+    for line in re.split("\r\n|\r|\n", block):
         if not line or line.startswith(":"):
             continue
         name, _, value = line.partition(":")

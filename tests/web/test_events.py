@@ -13,7 +13,7 @@ import pytest
 from starlette.applications import Starlette
 
 from adapter import OpenCodeAdapter
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
 from adapter.web import create_app
 from tests.adapter_support import Recorder
 from tests.web.support import Frame, SseClient
@@ -320,3 +320,32 @@ async def test_a_head_request_opens_no_subscription(
     response = await client.head(f"/threads/{T}/events")
     assert response.status_code == 200 and response.content == b""
     assert subscribers(oc) == before
+
+
+async def test_frames_carry_server_text_with_lone_surrogates_well_formed(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    """A text delta, a tool input and a subagent title holding a lone UTF-16 half (as
+    OpenCode writes them): every frame is UTF-8 JSON with U+FFFD in its place, no
+    ``\\ud800`` escape a page's ``JSON.parse`` would turn back into a broken string."""
+    lone, shown = "cut \ud800 here \u2028\x85", "cut \ufffd here \u2028\x85"
+    fake.script("child", [Text(f"child {lone}")])
+    fake.script(
+        "cut",
+        [Text(f"said {lone}"), Tool("bash", {"command": f"echo {lone}"}), Task(lone, "child")],
+    )
+    await client.post("/threads", json={"thread_id": T})
+    sse = await open_stream(app, oc, streams)
+    await client.post(f"/threads/{T}/turns", json={"text": "[[script:cut]]"})
+    frames = await sse.until("turn.completed")
+    sse.body.decode("utf-8")  # strict
+    assert "\\ud8" not in sse.body.decode().lower()
+    data = [f.json() for f in frames]
+    assert any(shown in d.get("delta", "") for d in data if d["type"] == "content.delta")
+    assert any(d.get("input") == {"command": f"echo {shown}"} for d in data)
+    assert any(str(d.get("title")).startswith(shown) for d in data if d["type"] == "child.started")
