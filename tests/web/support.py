@@ -80,6 +80,7 @@ class SseClient:
         self.status: int | None = None
         self.headers: dict[str, str] = {}
         self.ended = False
+        self.sent_after_gone = 0  # body messages the app sent after the disconnect
         self._app = app
         self._buffer = ""
         self._frames: asyncio.Queue[Frame | None] = asyncio.Queue()
@@ -106,6 +107,10 @@ class SseClient:
             self._started.set()
             return
         await self._flowing.wait()
+        if self._gone.is_set():
+            # What uvicorn does with a send after the client went: nothing, at once.
+            self.sent_after_gone += 1
+            return
         chunk: bytes = message.get("body", b"")
         self._body += chunk
         self._buffer += chunk.decode()

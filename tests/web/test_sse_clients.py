@@ -1,0 +1,108 @@
+"""Stalled and vanished SSE clients cost nothing to the others (issue 21, item 5).
+
+The figures (20 and 50 stalled clients over uvicorn closing together) are in
+``benchmarks/web_stalled_clients.py``; these tests pin the two mechanisms without
+timings: a checkpoint between frames, so a response whose client went away stops
+within a frame or two instead of encoding its whole backlog into the void in one
+go; and a send timeout, so a client that never reads is dropped and its
+subscription closed while the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+import adapter.web._sse as web_sse
+from adapter import OpenCodeAdapter
+from adapter.testing.fake import FakeOpenCodeServer, Text
+from tests.adapter_support import Recorder
+from tests.web.support import SseClient
+from tests.web.test_events import T, open_stream, serves_the_stream, subscribers
+
+
+@pytest.fixture
+async def streams(app: Starlette) -> AsyncIterator[list[SseClient]]:
+    """Every SSE client a test opens, closed at its end whatever happened."""
+    opened: list[SseClient] = []
+    yield opened
+    for sse in opened:
+        await sse.aclose()
+
+
+#: Deltas of the burst: each one a frame for every client.
+BURST = 300
+
+
+async def burst(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, name: str
+) -> str:
+    """A turn of ``BURST`` text deltas, completed; its turn id."""
+    fake.script(name, [Text("word " * BURST, chunks=BURST)])
+    sent = await client.post(f"/threads/{T}/turns", json={"text": f"[[script:{name}]]"})
+    turn_id = str(sent.json()["turn_id"])
+    await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
+    return turn_id
+
+
+async def test_a_client_gone_with_a_backlog_stops_its_response_within_a_few_frames(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+) -> None:
+    """uvicorn's send returns at once after a disconnect, and a queue with events in it
+    hands them out without suspending: without a checkpoint per frame, the response
+    encoded and "sent" its whole backlog before the disconnect was even seen (50
+    such clients blocked the loop for seconds)."""
+    await client.post("/threads", json={"thread_id": T})
+    baseline = subscribers(oc)
+    stalled = await open_stream(app, oc, streams, slow=True)
+    await burst(client, fake, rec, "backlog")
+    assert oc._core.hub.subscribers == baseline + 1
+    await stalled.disconnect()
+    assert stalled.sent_after_gone <= 3, f"{stalled.sent_after_gone} frames sent into the void"
+    assert subscribers(oc) == baseline
+
+
+async def test_a_client_that_never_reads_is_dropped_after_the_send_timeout(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    client: httpx.AsyncClient,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    streams: list[SseClient],
+    monkeypatch: pytest.MonkeyPatch,
+    captured_logs: list[dict[str, Any]],
+) -> None:
+    """Its send blocks (the socket buffer is full and it never drains): after
+    ``SEND_TIMEOUT`` the response ends and the subscription is closed, while another
+    client of the same thread keeps receiving every event."""
+    monkeypatch.setattr(web_sse, "SEND_TIMEOUT", 0.2)
+    await client.post("/threads", json={"thread_id": T})
+    baseline = subscribers(oc)
+    stalled = await open_stream(app, oc, streams, slow=True)
+    reader = await open_stream(app, oc, streams)
+    first = await burst(client, fake, rec, "one")
+    frames = await reader.until("turn.completed")
+    assert frames[-1].json()["turn_id"] == first
+    await stalled.finished(timeout=10)  # the app's call returned: dropped
+    assert subscribers(oc) == baseline + 1, "the stalled client's subscription is closed"
+    [dropped] = [e for e in captured_logs if e["event"] == "web.events_client_stalled"]
+    assert dropped["thread_id"] == T and dropped["send_timeout"] == 0.2
+    # the reader is unaffected and follows the next turn too
+    second = await burst(client, fake, rec, "two")
+    more = await reader.until("turn.completed")
+    assert more[-1].json()["turn_id"] == second
+    assert len([f for f in frames + more if f.event == "content.delta"]) >= 2 * BURST
+    await reader.disconnect()
+    assert subscribers(oc) == baseline
+    await asyncio.sleep(0)
+    assert [t for t in asyncio.all_tasks() if serves_the_stream(t)] == []
