@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
 from adapter.web import create_app
+from tests.web.support import SseClient
 
 
 @pytest.fixture
@@ -32,3 +33,12 @@ async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
         transport=httpx.ASGITransport(app=app), base_url="http://app"
     ) as http:
         yield http
+
+
+@pytest.fixture
+async def streams(app: Starlette) -> AsyncIterator[list[SseClient]]:
+    """Every SSE client a test opens, closed at its end whatever happened."""
+    opened: list[SseClient] = []
+    yield opened
+    for sse in opened:
+        await sse.aclose()

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message
+
+from adapter import OpenCodeAdapter
+
+#: The thread the stream tests use.
+T = "t"
 
 
 @dataclass(frozen=True)
@@ -184,3 +190,39 @@ class SseClient:
             self._task.cancel()
         with contextlib.suppress(BaseException):
             await self._task
+
+
+def subscribers(oc: OpenCodeAdapter) -> int:
+    return oc._core.hub.subscribers
+
+
+async def open_stream(
+    app: Starlette,
+    oc: OpenCodeAdapter,
+    streams: list[SseClient],
+    url: str = f"/threads/{T}/events",
+    headers: dict[str, str] | None = None,
+    *,
+    slow: bool = False,
+    wait_subscribed: bool = True,
+) -> SseClient:
+    """An SSE client whose subscription exists when this returns (unless told not to
+    wait: a replay larger than the queue ends the subscription as it is made)."""
+    before = subscribers(oc)
+    sse = SseClient(app, url, headers, slow=slow)
+    streams.append(sse)
+    assert await sse.started() == 200
+    assert sse.headers["content-type"].startswith("text/event-stream")
+    async with asyncio.timeout(5):
+        while wait_subscribed and subscribers(oc) == before:
+            await asyncio.sleep(0.001)
+    return sse
+
+
+def serves_the_stream(task: asyncio.Task[object]) -> bool:
+    """A task running sse-starlette's or the app's code for a response. (sse-starlette's
+    ``_shutdown_watcher`` is one task per event loop, by its design, not per response.)"""
+    if task.get_coro().__qualname__ == "_shutdown_watcher":  # type: ignore[union-attr]
+        return False
+    files = [f.f_code.co_filename for f in task.get_stack()]
+    return any("sse_starlette" in f or "adapter/web" in f for f in files)

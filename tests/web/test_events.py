@@ -6,64 +6,15 @@ Driven through the ASGI interface directly (``tests/web/support.py`` says why).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import httpx
-import pytest
 from starlette.applications import Starlette
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
 from adapter.web import create_app
 from tests.adapter_support import Recorder
-from tests.web.support import Frame, SseClient
-
-T = "t"
-
-
-@pytest.fixture
-async def streams(app: Starlette) -> AsyncIterator[list[SseClient]]:
-    """Every SSE client a test opens, closed at its end whatever happened."""
-    opened: list[SseClient] = []
-    yield opened
-    for sse in opened:
-        await sse.aclose()
-
-
-def subscribers(oc: OpenCodeAdapter) -> int:
-    return oc._core.hub.subscribers
-
-
-async def open_stream(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    streams: list[SseClient],
-    url: str = f"/threads/{T}/events",
-    headers: dict[str, str] | None = None,
-    *,
-    slow: bool = False,
-    wait_subscribed: bool = True,
-) -> SseClient:
-    """An SSE client whose subscription exists when this returns (unless told not to
-    wait: a replay larger than the queue ends the subscription as it is made)."""
-    before = subscribers(oc)
-    sse = SseClient(app, url, headers, slow=slow)
-    streams.append(sse)
-    assert await sse.started() == 200
-    assert sse.headers["content-type"].startswith("text/event-stream")
-    async with asyncio.timeout(5):
-        while wait_subscribed and subscribers(oc) == before:
-            await asyncio.sleep(0.001)
-    return sse
-
-
-def serves_the_stream(task: asyncio.Task[object]) -> bool:
-    """A task running sse-starlette's or the app's code for a response. (sse-starlette's
-    ``_shutdown_watcher`` is one task per event loop, by its design, not per response.)"""
-    if task.get_coro().__qualname__ == "_shutdown_watcher":  # type: ignore[union-attr]
-        return False
-    files = [f.f_code.co_filename for f in task.get_stack()]
-    return any("sse_starlette" in f or "adapter/web" in f for f in files)
+from tests.web.support import Frame, SseClient, T, open_stream, serves_the_stream, subscribers
 
 
 def recorded_ids(rec: Recorder, thread_id: str = T) -> list[str]:

@@ -11,7 +11,6 @@ subscription closed while the others go on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,18 +21,7 @@ import adapter.web._sse as web_sse
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from tests.adapter_support import Recorder
-from tests.web.support import SseClient
-from tests.web.test_events import T, open_stream, serves_the_stream, subscribers
-
-
-@pytest.fixture
-async def streams(app: Starlette) -> AsyncIterator[list[SseClient]]:
-    """Every SSE client a test opens, closed at its end whatever happened."""
-    opened: list[SseClient] = []
-    yield opened
-    for sse in opened:
-        await sse.aclose()
-
+from tests.web.support import SseClient, T, open_stream, serves_the_stream, subscribers
 
 #: Deltas of the burst: each one a frame for every client.
 BURST = 300
