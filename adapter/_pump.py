@@ -19,9 +19,11 @@ It never dies while it should run:
 * Anything else that goes wrong while reading (the stream is lost, or the pump
   itself fails: a bug) is an outage: ``on_lost`` once, reconnection with
   tenacity's backoff, ``on_restored`` once reconnected, so the threads are
-  reconciled. The backoff starts again after a connection that lasted
-  :data:`_STABLE_AFTER` seconds, and grows while each connection fails at once,
-  so a failure that recurs on every connection costs a few requests, not a loop.
+  reconciled. The backoff grows while connections fail to open, or while the
+  pump fails on each one at once (a bug that recurs costs a few requests, not a
+  loop); it starts again after a connection that lasted :data:`_STABLE_AFTER`
+  seconds, and after any opened stream the server ended (a server that drops
+  streams again and again is reconnected after the first step each time).
 """
 
 from __future__ import annotations
@@ -162,8 +164,9 @@ class EventPump:
         return isinstance(exc, Exception) and self._should_run()
 
     async def _connection(self) -> None:
-        """One connection, from opening the stream to losing it. Returns when it had
-        been up :data:`_STABLE_AFTER` seconds (the backoff starts again), else raises."""
+        """One connection, from opening the stream to losing it. Returns when the
+        backoff should start again (the stream was up :data:`_STABLE_AFTER` seconds,
+        or it opened and the server ended it), else raises."""
         loop = asyncio.get_running_loop()
         opened: float | None = None
         try:
@@ -182,9 +185,16 @@ class EventPump:
             if not self._should_run():
                 raise
             self._lost(exc)
-            if opened is not None and loop.time() - opened >= _STABLE_AFTER:
+            if opened is None:
+                raise  # it never opened: the backoff grows
+            if loop.time() - opened >= _STABLE_AFTER:
+                return  # a stable connection was lost: reconnect at once
+            if isinstance(exc, RequestError | ProtocolError):
+                # It opened and the server ended it: the server's doing, however often
+                # it happens, so the backoff starts again (after its first step).
+                await asyncio.sleep(_FIRST_WAIT)
                 return
-            raise
+            raise  # a bug that recurs on every connection: the backoff grows
 
     def _lost(self, exc: Exception) -> None:
         if isinstance(exc, RequestError | ProtocolError):

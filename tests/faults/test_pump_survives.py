@@ -264,6 +264,29 @@ async def test_a_crash_on_every_connection_backs_off_and_never_outlives_the_adap
         assert 1 <= calls[0] <= 8, calls[0]
 
 
+async def test_streams_the_server_drops_again_and_again_are_reopened_promptly(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """A stream that opened and was then lost is the server's doing, not a bug of the
+    pump: each reconnection waits the first backoff step again, however many drops
+    came before (a grown backoff made a new thread wait 5 s for its stream and fail
+    with ConnectTimeoutError: seen in the stateful fault test)."""
+    fake.script("ok", [Text("fine")])
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        pump = h.oc._pumps[None]
+        for _ in range(8):
+            await asyncio.wait_for(pump.connected.wait(), 5)
+            fake.drop_event_streams()
+            async with asyncio.timeout(5):
+                while pump.connected.is_set():
+                    await asyncio.sleep(0.001)
+        # The ninth connection comes after one short wait, not after a grown one.
+        await asyncio.wait_for(pump.connected.wait(), 2 * 0.1 * 2 + 1.0)
+        await h.oc.send_turn(T, "go [[script:ok]]")
+        assert (await h.rec.wait_for("turn.completed", timeout=5)).state == "completed"
+
+
 class _Stream:
     def __init__(self, fail: Exception) -> None:
         self.fail = fail
