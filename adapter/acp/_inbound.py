@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 
 from acp import RequestError
 
-from adapter._unicode import has_surrogates, well_formed_data
+from adapter._unicode import has_surrogates, surrogate_path, well_formed_data
 
 __all__ = [
     "MAX_DEPTH",
@@ -149,16 +149,6 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _holds_surrogates(value: Any) -> bool:
-    if isinstance(value, str):
-        return has_surrogates(value)
-    if isinstance(value, dict):
-        return any(_holds_surrogates(k) or _holds_surrogates(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_surrogates(v) for v in value)
-    return False
-
-
 def check_line(line: bytes) -> Verdict | None:
     """What becomes of one line (without its newline); never raises."""
     stripped = line.strip()
@@ -204,7 +194,7 @@ def _check_message(message: dict[str, Any], line: bytes) -> Verdict:
         return _refuse(
             RequestError.invalid_request(), readable_id, f"nested deeper than {MAX_DEPTH} levels"
         )
-    surrogates = _ESCAPED_SURROGATE.search(line) is not None and _holds_surrogates(message)
+    surrogates = _ESCAPED_SURROGATE.search(line) is not None and surrogate_path(message) is not None
     if "method" not in message:
         return _check_response(message, surrogates)
     if not _valid_id(rid):

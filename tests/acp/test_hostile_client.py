@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter import MAX_PROMPT_BYTES, OpenCodeAdapter
-from adapter._unicode import has_surrogates
+from adapter._unicode import has_surrogates, surrogate_path
 from adapter.acp._inbound import (
     MAX_DEPTH,
     MAX_LINE_BYTES,
@@ -325,7 +325,7 @@ async def test_updates_built_from_server_text_with_lone_surrogates_are_well_form
     for line in raw:
         text = line.decode("utf-8")  # strict: no surrogate bytes
         assert "\\ud8" not in text.lower() and "\\udc" not in text.lower()
-        assert not _holds_surrogates(json.loads(text))
+        assert surrogate_path(json.loads(text)) is None
 
 
 async def test_a_permission_and_a_plan_with_lone_surrogates_reach_the_client(
@@ -358,17 +358,7 @@ async def test_a_permission_and_a_plan_with_lone_surrogates_reach_the_client(
     [plan] = [u for _, u in harness.client.updates if u.session_update == "plan"]
     assert [e.content for e in plan.entries] == ["step \ufffd"]
     for line in raw:
-        assert not _holds_surrogates(json.loads(line.decode("utf-8")))
-
-
-def _holds_surrogates(value: Any) -> bool:
-    if isinstance(value, str):
-        return has_surrogates(value)
-    if isinstance(value, dict):
-        return any(_holds_surrogates(k) or _holds_surrogates(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_surrogates(v) for v in value)
-    return False
+        assert surrogate_path(json.loads(line.decode("utf-8"))) is None
 
 
 # -- the real command, a subprocess on the fake server ----------------------------------------
