@@ -39,6 +39,7 @@ import msgspec
 
 from ._exceptions import NativeEventError, OpenCodeError, ProtocolError, RequestError
 from ._logging import get_logger
+from ._nesting import deeper_than
 from ._unicode import well_formed
 
 __all__ = [
@@ -91,23 +92,6 @@ def decode_json(data: str) -> Any:
         return json.loads(data, parse_constant=_not_json, parse_float=_finite)
 
 
-def _deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
-    """Whether decoded JSON nests arrays and objects more than ``limit`` levels deep.
-
-    Iterative, so it cannot itself run out of stack; it visits containers only,
-    each once."""
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if type(node) is dict else node
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                if depth >= limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
 def decode_event(data: str) -> RawEvent:
     """One ``data:`` payload as a native event object, or :class:`NativeEventError`."""
     try:
@@ -126,7 +110,7 @@ def decode_event(data: str) -> RawEvent:
     if (
         len(data) > 2 * MAX_EVENT_DEPTH
         and data.count("{") + data.count("[") > MAX_EVENT_DEPTH
-        and _deeper_than(event, MAX_EVENT_DEPTH)
+        and deeper_than(event, MAX_EVENT_DEPTH)
     ):
         raise NativeEventError(kind, f"nested deeper than {MAX_EVENT_DEPTH} levels")
     return event

@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 
 from acp import RequestError
 
+from adapter._nesting import deeper_than
 from adapter._unicode import has_surrogates, surrogate_path, well_formed_data
 
 __all__ = [
@@ -137,18 +138,6 @@ def _valid_id(value: Any) -> bool:
     return value is None or (type(value) is int) or (type(value) is str)
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests more than ``limit`` levels (iteratively: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
 def check_line(line: bytes) -> Verdict | None:
     """What becomes of one line (without its newline); never raises."""
     stripped = line.strip()
@@ -188,7 +177,7 @@ def _check_message(message: dict[str, Any], line: bytes) -> Verdict:
     clean_id = _valid_id(rid) and not (isinstance(rid, str) and has_surrogates(rid))
     readable_id = rid if clean_id else None
     # Only a line with as many brackets as the limit can be nested that deep.
-    if line.count(b"{") + line.count(b"[") > MAX_DEPTH and _deeper_than(message, MAX_DEPTH):
+    if line.count(b"{") + line.count(b"[") > MAX_DEPTH and deeper_than(message, MAX_DEPTH):
         if "method" not in message:
             return Drop(f"a response nested deeper than {MAX_DEPTH} levels")
         return _refuse(

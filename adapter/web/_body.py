@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 from starlette.requests import Request
 
-from adapter._unicode import has_surrogates
+from adapter._unicode import has_surrogates, surrogate_path
 
 from ._errors import ApiError, invalid
 
@@ -157,25 +157,10 @@ def _surrogate_field(value: Any) -> str | None:
         for key, item in value.items():
             if has_surrogates(key):
                 return "body"
-            if _holds_surrogate(item):
+            if surrogate_path(item) is not None:
                 return str(key)
         return None
-    return "body" if _holds_surrogate(value) else None
-
-
-def _holds_surrogate(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if has_surrogates(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+    return "body" if surrogate_path(value) is not None else None
 
 
 # --------------------------------------------------------------------------- thread ids
