@@ -50,6 +50,13 @@ class Turn:
     #: The sessions the failed stop's walk found (``GET /children`` may know children
     #: the stream never announced): a held turn ends only once none of them is busy.
     held_tree: frozenset[str] = frozenset()
+    #: An idle came while a prompt's echo was still awaited, and no run began after it
+    #: (no busy): it may be the idle of that prompt's own run, which overtook the echo;
+    #: then no later idle comes, and the turn settles once its run has finished.
+    idle_before_echo: bool = False
+    #: Idles of the root seen in this turn: a status poll that answers busy while a
+    #: newer idle arrived asks again (that idle found the turn already settling).
+    idles: int = 0
     retry: RetryStatus | None = None
     started_at: float = field(default_factory=time.monotonic)
     last_activity: float = field(default_factory=time.monotonic)

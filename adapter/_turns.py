@@ -251,7 +251,12 @@ class Turns:
         turn.touch()
         if event.role == "user":
             self._user_message(thread, turn, event.message_id)
+            self._settle_after_overtaking_idle(thread, turn)
             return
+        if turn.prompts.get(event.parent_id or "") is False:
+            # An answer to our prompt proves the server has it, even if its echo
+            # was lost (the answer's parentID is the id we minted).
+            self._user_message(thread, turn, cast(str, event.parent_id))
         finished = event.completed is not None or event.error is not None
         if finished and event.parent_id is not None:
             turn.answered.add(event.parent_id)
@@ -265,6 +270,22 @@ class Turns:
             else:
                 turn.error = (error.name, error.message or error.name)
                 turn.error_for = event.parent_id or turn.last_user_id
+        self._settle_after_overtaking_idle(thread, turn)
+
+    def _settle_after_overtaking_idle(self, thread: ThreadState, turn: Turn) -> None:
+        """An idle that overtook the echo of its own prompt is the only idle that run
+        sends: once the echo and the finished answer are in, ask whether it is over
+        (``/session/status`` decides, as for any idle) rather than wait for the
+        watchdog's quiet check."""
+        if (
+            turn.idle_before_echo
+            and turn.phase is TurnPhase.STREAMING
+            and turn.run_finished
+            and thread.stop is None
+        ):
+            turn.idle_before_echo = False
+            thread.lifecycle.advance(turn, TurnPhase.SETTLING)
+            self._schedule_check(thread, turn)
 
     def _user_message(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
         # Newest by arrival, not by id: our ids are minted with this machine's clock,
@@ -291,6 +312,8 @@ class Turns:
             thread.lifecycle.retrying(turn, retry, raw if isinstance(raw, dict) else {})
         elif status.type == "busy":
             thread.lifecycle.retrying(turn, None, {})
+        if status.is_busy:
+            turn.idle_before_echo = False  # a run began: its own idle is still to come
         if status.is_busy and turn.phase is TurnPhase.SETTLING:
             thread.lifecycle.advance(turn, TurnPhase.STREAMING)  # a second run began
         elif status.type == "idle":
@@ -301,10 +324,14 @@ class Turns:
         if turn is None or thread.stop is not None or thread.closing:
             return  # between turns, or the stop's (or the teardown's) to settle
         turn.touch()
+        turn.idles += 1
         if turn.phase is TurnPhase.STREAMING:
             thread.lifecycle.advance(turn, TurnPhase.SETTLING)
             self._schedule_check(thread, turn)
-        # AWAITING_ECHO: the idle of a run before our prompt; the echo comes next.
+        elif turn.phase is TurnPhase.AWAITING_ECHO:
+            # Usually the idle of a run before our prompt (its echo and run come
+            # next); sometimes our run's own idle, overtaking its echo.
+            turn.idle_before_echo = True
 
     def root_error(self, thread: ThreadState, name: str, message: str) -> None:
         """``session.error`` of the root (not tied to a message)."""
@@ -401,13 +428,18 @@ class Turns:
         """Decide whether the turn is over; the one place a turn ends on its own."""
         if turn.held:
             return
-        status = await self._status(thread.client, thread)
-        if thread.turn is not turn or thread.stop is not None:
-            return
-        if status is None:
-            self._status_unanswered(thread, turn)
-            return
-        if status.is_busy:
+        while True:
+            idles = turn.idles
+            status = await self._status(thread.client, thread)
+            if thread.turn is not turn or thread.stop is not None:
+                return
+            if status is None:
+                self._status_unanswered(thread, turn)
+                return
+            if not status.is_busy:
+                break
+            if turn.idles != idles and turn.phase is TurnPhase.SETTLING:
+                continue  # a newer idle came during the poll: the answer may predate it
             if turn.phase is TurnPhase.SETTLING:
                 thread.lifecycle.advance(turn, TurnPhase.STREAMING)
             return
@@ -603,6 +635,15 @@ class Turns:
         self.absorb_stored(thread, turn, messages)
         if turn.phase is not TurnPhase.AWAITING_ECHO:
             await self._settle(thread, turn, outage=False)
+            return
+        status = await self._status(thread.client, thread)
+        if thread.turn is not turn or thread.stop is not None:
+            return
+        if status is not None and status.is_busy:
+            # The root is working (on a run before our prompt, or on it while its
+            # message is not readable yet): busy admits the turn for another
+            # ``echo`` period; the prompt fails only once the root is idle without it.
+            turn.touch()
             return
         missing = [mid for mid, echoed in turn.prompts.items() if not echoed]
         self._end(
