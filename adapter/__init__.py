@@ -87,6 +87,13 @@ from ._partial_collector import PartialCollector
 from ._partial_result import PartialResult, SessionPartial, ToolCallResult
 from ._permissions import PRESETS as PERMISSION_PRESETS
 from ._permissions import PermissionPreset, PermissionRule, Permissions
+from ._recorder import (
+    NativeFileRecorder,
+    NativeRecord,
+    NativeRecorder,
+    NativeRecordGap,
+    read_native_recording,
+)
 from ._records import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
 from ._retry import RetryPolicy
 from ._session_tree import SessionTree, TreeNode
@@ -122,6 +129,10 @@ __all__ = [
     "Message",
     "MessageError",
     "MessageInfo",
+    "NativeFileRecorder",
+    "NativeRecord",
+    "NativeRecordGap",
+    "NativeRecorder",
     "NotFoundError",
     "OpenCodeAdapter",
     "OpenCodeClient",
@@ -191,6 +202,7 @@ __all__ = [
     "configure_logging",
     "file_part",
     "image_part",
+    "read_native_recording",
     "stop_tree",
     "text_part",
 ]

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import re
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -52,6 +52,7 @@ from ._native import NativeEvent
 from ._ownership import Ownership
 from ._permissions import PermissionRule, Permissions, describe, permission_rules
 from ._pump import EventPump
+from ._recorder import DEFAULT_RECORDER_BYTES, NativeRecorder, NativeRecording
 from ._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
 from ._requests import Requests
 from ._server_process import ServerProcess
@@ -81,6 +82,13 @@ class OpenCodeAdapter:
     ``timeouts`` bounds every wait (see :class:`~adapter.Timeouts`); the
     ``*_timeout`` keywords are its deprecated aliases. ``transport`` is the
     test seam (see :class:`adapter.testing.FakeOpenCodeServer`).
+
+    ``native_recorder`` (off by default) is handed every native event of each
+    thread's tree, mapped or not, under its thread id (a support tool:
+    ``docs/reliability.md``, "Recording the native stream"; :class:`NativeFileRecorder`
+    writes a file). It is an adapter option, not a per-thread switch, so it sees each
+    thread from its first event and costs one queue bounded by ``native_recorder_bytes``
+    and one task whatever the number of threads; a recorder filters by ``thread_id``.
     """
 
     def __init__(
@@ -98,6 +106,8 @@ class OpenCodeAdapter:
         eager_root_listing: bool = False,
         event_history: int = DEFAULT_HISTORY_LIMIT,
         event_history_bytes: int = DEFAULT_HISTORY_BYTES,
+        native_recorder: NativeRecorder | None = None,
+        native_recorder_bytes: int = DEFAULT_RECORDER_BYTES,
         request_timeout: float | None = None,
         connect_timeout: float | None = None,
         submit_timeout: float | None = None,
@@ -118,6 +128,7 @@ class OpenCodeAdapter:
             ("max_tree_sessions", max_tree_sessions),
             ("event_history", event_history),
             ("event_history_bytes", event_history_bytes),
+            ("native_recorder_bytes", native_recorder_bytes),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r:.40}")
@@ -154,6 +165,14 @@ class OpenCodeAdapter:
         self._requests = Requests(core, self._ownership.route_request)
         self._turns = Turns(core, self._replay)
         self._translator = Translator(core, self._ownership, self._requests, self._turns)
+        # Off by default: the pump then calls the translator directly, at no cost.
+        self._recording: NativeRecording | None = None
+        self._on_event: Callable[[NativeEvent], None] = self._translator.handle
+        if native_recorder is not None:
+            self._recording = NativeRecording(
+                core, native_recorder, max_bytes=native_recorder_bytes
+            )
+            self._on_event = self._recording.observing(self._translator.handle)
         self._interrupts = Interrupts(core, self._ownership, self._requests, self._turns)
         self._pumps: dict[str | None, EventPump] = {}
         self._starting: dict[str, asyncio.Future[SessionInfo]] = {}
@@ -218,7 +237,11 @@ class OpenCodeAdapter:
             if not core.server_dead:
                 await self.stop_all()
         finally:
-            await core.tasks.aclose()
+            try:
+                if self._recording is not None:
+                    await self._recording.aclose()  # what is queued is recorded first
+            finally:
+                await core.tasks.aclose()
             for client in core.clients.values():
                 await client.aclose()
             # Drop what a closed adapter no longer needs (a host may keep the object).
@@ -664,7 +687,7 @@ class OpenCodeAdapter:
             pump = EventPump(
                 directory,
                 client,
-                on_event=self._translator.handle,
+                on_event=self._on_event,
                 on_lost=lambda exc: self._stream_lost(directory, exc),
                 on_restored=lambda: self._stream_restored(directory, client),
                 on_skipped=lambda kind, count, reason: self._events_skipped(
@@ -678,7 +701,7 @@ class OpenCodeAdapter:
 
     def _redispatch(self, event: NativeEvent) -> None:
         # Ownership and turns are built before the translator they call back into.
-        self._translator.handle(event)
+        self._on_event(event)
 
     def _replay(self, thread: ThreadState, turn: Turn, messages: Sequence[Message]) -> None:
         self._translator.replay(thread, turn, messages)

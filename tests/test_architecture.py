@@ -21,6 +21,7 @@ CONCEPTS: dict[str, set[str]] = {
     "_turns": {"_core"},
     "_translate": {"_core", "_ownership", "_requests", "_turns"},
     "_interrupt": {"_core", "_ownership", "_requests", "_turns"},
+    "_recorder": {"_core"},
 }
 
 MAX_LINES = 800  # the bound

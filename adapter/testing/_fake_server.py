@@ -125,7 +125,7 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -705,6 +705,17 @@ def _denied(session: FakeSession, permission: str) -> str:
     )
 
 
+def _renamed(value: Any, renames: Mapping[str, str]) -> Any:
+    """A copy of recorded JSON with every string equal to a key of ``renames`` replaced."""
+    if isinstance(value, str):
+        return renames.get(value, value)
+    if isinstance(value, Mapping):
+        return {key: _renamed(item, renames) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_renamed(item, renames) for item in value]
+    return value
+
+
 def _chunks(text: str, n: int) -> list[str]:
     if not text:
         return []
@@ -1126,6 +1137,30 @@ class FakeOpenCodeServer:
         for sub in self._subscribers:
             sub.queue.put_nowait(bytes(data))
 
+    def replay_native(self, records: Iterable[Any], *, ids: Mapping[str, str] | None = None) -> int:
+        """Emit the events of a native recording in order, as they were recorded; return
+        how many. A bug report's recording plays to an adapter in a test this way.
+
+        ``records`` are what :func:`adapter.read_native_recording` returns (or what an
+        ``OpenCodeAdapter(native_recorder=...)`` recorder received): anything with an
+        ``event`` mapping is emitted, gaps are skipped. ``ids`` renames the ids that are
+        new here (the recorded root session -> this thread's, the recorded user message
+        -> the prompt's): every string equal to a key, at any depth, becomes its value.
+        Each event goes to the streams of its session's directory, like :meth:`emit`.
+        Nothing else happens: the fake's sessions and scripts are not touched.
+        """
+        renames = dict(ids or {})
+        emitted = 0
+        for record in records:
+            event = getattr(record, "event", None)
+            if not isinstance(event, Mapping):
+                continue
+            envelope = _renamed(event, renames)
+            properties = envelope.get("properties")
+            self._send(envelope, properties if isinstance(properties, dict) else {}, None)
+            emitted += 1
+        return emitted
+
     def drop_event_streams(self, *, error: bool = True) -> int:
         """Cut every open ``/event`` stream now; return how many were cut.
 
@@ -1380,6 +1415,11 @@ class FakeOpenCodeServer:
         session it is about. Measured: a stream gets only the events of its directory's
         sessions, wherever the request that caused them came from."""
         envelope = self._envelope(type, properties)
+        self._send(envelope, properties, directory)
+        return envelope
+
+    def _send(self, envelope: JSON, properties: JSON, directory: str | None) -> None:
+        type = envelope.get("type")
         self._event_seq += 1
         self.events.append(envelope)
         if self._subscribers:
@@ -1390,14 +1430,13 @@ class FakeOpenCodeServer:
             for sub in self._subscribers:
                 if directory is None or sub.directory == directory:
                     sub.queue.put_nowait(frame)
-        waiters = self._event_waiters.get(type)
+        waiters = self._event_waiters.get(type) if isinstance(type, str) else None
         if waiters:
             for check, future in list(waiters):
                 if not future.done() and check(envelope):
                     future.set_result(envelope)
                     waiters.remove((check, future))
         self._notify()
-        return envelope
 
     def _notify(self) -> None:
         if self._changed is not None:

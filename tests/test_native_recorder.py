@@ -1,0 +1,299 @@
+"""Recording a thread's native event stream (B93, B94; ``docs/reliability.md``,
+"Recording the native stream"): every native event of the thread's tree, mapped or not,
+reaches the recorder under its thread id, in stream order; the recorder never slows or
+stops the pump, its backlog is bounded, and the server password never reaches it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from adapter import (
+    NativeFileRecorder,
+    NativeRecord,
+    NativeRecordGap,
+    OpenCodeAdapter,
+    RuntimeWarningEvent,
+    Timeouts,
+    read_native_recording,
+)
+from adapter._native import parse_native
+from adapter.testing.fake import FakeOpenCodeServer, Task, Text, Tool
+from tests.adapter_support import Recorder
+
+A = "thread-a"
+B = "thread-b"
+
+
+class ListRecorder:
+    """Keeps what the adapter hands it (a plain function: the simplest recorder)."""
+
+    def __init__(self) -> None:
+        self.items: list[NativeRecord | NativeRecordGap] = []
+
+    def __call__(self, item: NativeRecord | NativeRecordGap) -> None:
+        self.items.append(item)
+
+    def records(self, thread_id: str | None = None) -> list[NativeRecord]:
+        return [
+            r
+            for r in self.items
+            if isinstance(r, NativeRecord) and (thread_id is None or r.thread_id == thread_id)
+        ]
+
+
+@contextlib.asynccontextmanager
+async def adapter_on(fake: FakeOpenCodeServer, **kwargs: Any) -> AsyncIterator[OpenCodeAdapter]:
+    kwargs.setdefault("timeouts", Timeouts(connect=2.0, teardown=0.5))
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport, **kwargs) as oc:
+        yield oc
+
+
+async def run_turn(oc: OpenCodeAdapter, rec: Recorder, thread_id: str, prompt: str) -> None:
+    """Send a turn and wait until it completes."""
+    turn_id = (await oc.send_turn(thread_id, prompt)).turn_id
+    await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
+
+
+def session_of(envelope: dict[str, Any]) -> str | None:
+    return parse_native(envelope).session_id
+
+
+async def test_every_native_event_of_the_tree_is_recorded_under_its_thread_in_stream_order(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("child", [Tool("bash", {"command": "ls"}, output="a\nb"), Text("child done")])
+    fake.script("tree", [Task("look around", "child"), Text("root done")])
+    recorder = ListRecorder()
+    async with adapter_on(fake, native_recorder=recorder) as oc:
+        rec = Recorder(oc)
+        root = (await oc.start_session(A)).session_id
+        other = (await oc.start_session(B)).session_id
+        await oc.send_turn(A, "go [[script:tree]]")
+        child = (await rec.wait_for("child.started")).session_id
+        # Types the adapter maps to nothing still belong to the recording.
+        todo = fake.emit("todo.updated", {"sessionID": child, "todos": [{"content": "x"}]})
+        await rec.wait_for("turn.completed", lambda e: e.thread_id == A)
+        await run_turn(oc, rec, B, "hello")
+        await rec.close()
+    # aclose handed the recorder everything queued: the comparison is complete.
+    tree = {root, child}
+    # Compared by the events' unique ids: the fake's own log holds its live session
+    # objects, which later events change in place.
+    expected = [e for e in fake.events if session_of(e) in tree]
+    recorded = recorder.records(A)
+    if recorded[0].event["id"] != expected[0]["id"]:
+        # The root's own session.created may be read before the thread owns its session.
+        assert expected[0]["type"] == "session.created" and session_of(expected[0]) == root
+        expected = expected[1:]
+    assert [r.event["id"] for r in recorded] == [e["id"] for e in expected]
+    assert [r.session_id for r in recorded] == [session_of(e) for e in expected]
+    assert next(r.event for r in recorded if r.event["type"] == "todo.updated") == todo
+    types = {r.event["type"] for r in recorded}
+    assert {"session.diff", "todo.updated", "message.updated", "session.created"} <= types
+    assert child in {r.session_id for r in recorded}
+    assert all(r.session_id == other for r in recorder.records(B))
+    assert not [r for r in recorder.records(A) if r.session_id == other]
+    times = [r.received_at for r in recorder.records()]
+    assert times == sorted(times)
+
+
+async def test_the_recorder_is_off_by_default_and_costs_no_task(
+    fake: FakeOpenCodeServer, oc: OpenCodeAdapter, rec: Recorder
+) -> None:
+    await oc.start_session(A)
+    await run_turn(oc, rec, A, "hello")
+    assert oc._recording is None
+    # The pump calls the translator itself: no wrapper, no queue, no task.
+    assert oc._pumps[None]._on_event == oc._translator.handle
+    assert not [t for t in oc._core.tasks._tasks if "native-recorder" in t.get_name()]
+
+
+async def test_a_raising_recorder_never_stops_the_pump_and_is_reported_once(
+    fake: FakeOpenCodeServer, captured_logs: list[dict[str, Any]]
+) -> None:
+    calls = 0
+
+    async def broken(item: NativeRecord | NativeRecordGap) -> None:
+        nonlocal calls
+        calls += 1
+        raise OSError("disk full")
+
+    async with adapter_on(fake, native_recorder=broken) as oc:
+        rec = Recorder(oc)
+        await oc.start_session(A)
+        await run_turn(oc, rec, A, "one")
+        await run_turn(oc, rec, A, "two")
+        await rec.close()
+        warnings = [e for e in rec.events if isinstance(e, RuntimeWarningEvent)]
+    assert calls > 10  # every event was still offered to it
+    assert len(warnings) == 1 and "recorder failed (OSError)" in warnings[0].message
+    assert [log["event"] for log in captured_logs].count("adapter.recorder_failed") == 1
+
+
+async def test_a_blocking_recorder_slows_no_thread_and_its_backlog_stays_bounded(
+    fake: FakeOpenCodeServer,
+) -> None:
+    release = asyncio.Event()
+    got: list[NativeRecord | NativeRecordGap] = []
+
+    async def stuck(item: NativeRecord | NativeRecordGap) -> None:
+        await release.wait()
+        got.append(item)
+
+    bound = 8 * 1024
+    fake.script("long", [Text("word " * 400, chunks=80)])
+    async with adapter_on(fake, native_recorder=stuck, native_recorder_bytes=bound) as oc:
+        rec = Recorder(oc)
+        await oc.start_session(A)
+        await oc.start_session(B)
+        async with asyncio.timeout(5):  # both turns end while the recorder is stuck
+            await asyncio.gather(
+                run_turn(oc, rec, A, "[[script:long]]"), run_turn(oc, rec, B, "[[script:long]]")
+            )
+        recording = oc._recording
+        assert recording is not None
+        assert 0 < recording.peak_bytes <= bound
+        assert recording.dropped > 0
+        release.set()
+        await rec.close()
+    # Each thread whose records were dropped hears how many, where they are missing.
+    gaps = [item for item in got if isinstance(item, NativeRecordGap)]
+    assert {gap.thread_id for gap in gaps} == {A, B}
+    assert sum(gap.dropped for gap in gaps) == recording.dropped
+
+
+async def test_a_recorder_that_never_returns_is_cancelled_at_aclose(
+    fake: FakeOpenCodeServer,
+) -> None:
+    cancelled = asyncio.Event()
+
+    async def hangs(item: NativeRecord | NativeRecordGap) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+
+    async with asyncio.timeout(5):
+        async with adapter_on(fake, native_recorder=hangs) as oc:
+            rec = Recorder(oc)
+            await oc.start_session(A)
+            await run_turn(oc, rec, A, "hello")
+            await rec.close()
+    assert cancelled.is_set()
+    assert len(oc._core.tasks) == 0
+
+
+PASSWORD = "s3cret-pässword"
+
+
+async def test_the_server_password_never_reaches_a_record() -> None:
+    credential = base64.b64encode(f"opencode:{PASSWORD}".encode()).decode()
+    recorder = ListRecorder()
+    async with (
+        FakeOpenCodeServer(password=PASSWORD) as fake,
+        adapter_on(fake, password=PASSWORD, native_recorder=recorder) as oc,
+    ):
+        rec = Recorder(oc)
+        root = (await oc.start_session(A)).session_id
+        # A hostile server echoes the secret everywhere it can.
+        fake.emit(
+            "session.diff",
+            {
+                "sessionID": root,
+                "diff": [{"file": f"x{PASSWORD}y", "before": f"Basic {credential}"}],
+                PASSWORD: {"nested": [[PASSWORD]], "quoted": f'"{PASSWORD}"'},
+            },
+        )
+        await run_turn(oc, rec, A, f"my password is {PASSWORD}")
+        await rec.close()
+    lines = json.dumps([r.to_json() for r in recorder.records(A)], ensure_ascii=False)
+    assert "session.diff" in lines and '"x[redacted]y"' in lines
+    assert PASSWORD not in lines and credential not in lines
+
+
+async def test_a_recorded_file_stays_within_its_byte_bound(
+    fake: FakeOpenCodeServer, tmp_path: Any
+) -> None:
+    path = tmp_path / "recording.jsonl"
+    fake.script("long", [Text("word " * 400, chunks=40)])
+    with NativeFileRecorder(path, max_bytes=4096) as recorder:
+        async with adapter_on(fake, native_recorder=recorder) as oc:
+            rec = Recorder(oc)
+            await oc.start_session(A)
+            await run_turn(oc, rec, A, "[[script:long]]")
+            await rec.close()
+    data = path.read_bytes()
+    assert len(data) <= 4096
+    assert path.stat().st_mode & 0o777 == 0o600  # it holds the conversation
+    items = read_native_recording(path)
+    assert all(isinstance(item, NativeRecord) for item in items[:-1])
+    last = items[-1]
+    assert isinstance(last, NativeRecordGap) and last.thread_id is None and last.dropped > 0
+    first = json.loads(data.splitlines()[0])
+    assert set(first) == {"thread_id", "session_id", "received_at", "event"}
+    assert first["thread_id"] == A
+
+
+def comparable(events: list[Any], root: str) -> list[dict[str, Any]]:
+    """What a host sees of thread A, without what differs from run to run: event ids,
+    times, turn ids and the root session's id (the replay's root is a new session)."""
+    varying = {"event_id", "created_at", "turn_id"}
+    shown = [
+        {k: v for k, v in e.to_dict().items() if k not in varying}
+        for e in events
+        if e.thread_id == A
+    ]
+    return json.loads(json.dumps(shown).replace(root, "ROOT"))
+
+
+async def test_a_recording_replayed_into_the_fake_reproduces_the_canonical_events(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "bug.jsonl"
+    script = [Tool("bash", {"command": "ls"}, output="a\nb"), Task("look", "child"), Text("done")]
+    async with FakeOpenCodeServer(seed=1) as fake:
+        fake.script("child", [Text("child says hi", chunks=3)])
+        fake.script("bug", script)
+        with NativeFileRecorder(path) as recorder:
+            async with adapter_on(fake, native_recorder=recorder) as oc:
+                rec = Recorder(oc)
+                recorded_root = (await oc.start_session(A)).session_id
+                await run_turn(oc, rec, A, "[[script:bug]]")
+                await rec.close()
+    original = comparable(rec.events, recorded_root)
+    records = read_native_recording(path)
+    recorded_user = next(
+        r.event["properties"]["info"]["id"]
+        for r in records
+        if isinstance(r, NativeRecord)
+        and r.event["type"] == "message.updated"
+        and r.event["properties"]["info"]["role"] == "user"
+    )
+
+    async with FakeOpenCodeServer(seed=2) as fake:
+        prompts: list[str] = []
+
+        async def accept_only(request: Any) -> Any:
+            # The recording is the run: the fake accepts the prompt and does nothing.
+            prompts.append(json.loads(request.content)["messageID"])
+            return httpx.Response(204)
+
+        fake.on("POST", "/session/{id}/prompt_async", accept_only)
+        async with adapter_on(fake) as oc:
+            rec = Recorder(oc)
+            root = (await oc.start_session(A)).session_id
+            await oc.send_turn(A, "[[script:bug]]")
+            emitted = fake.replay_native(
+                records, ids={recorded_root: root, recorded_user: prompts[0]}
+            )
+            await rec.wait_for("turn.completed")
+            await rec.close()
+    assert emitted == sum(isinstance(r, NativeRecord) for r in records)
+    assert comparable(rec.events, root) == original
