@@ -245,10 +245,13 @@ def comparable(events: list[Any], root: str) -> list[dict[str, Any]]:
     """What a host sees of thread A, without what differs from run to run: event ids,
     times, turn ids and the root session's id (the replay's root is a new session)."""
     varying = {"event_id", "created_at", "turn_id"}
+    mine = [e for e in events if e.thread_id == A]
+    # turn.usage is throttled in time: where it falls depends on the pace of the events,
+    # so only the last one (the totals) is compared.
+    usage = [e for e in mine if e.type == "turn.usage"][-1:]
     shown = [
         {k: v for k, v in e.to_dict().items() if k not in varying}
-        for e in events
-        if e.thread_id == A
+        for e in [*(e for e in mine if e.type != "turn.usage"), *usage]
     ]
     return json.loads(json.dumps(shown).replace(root, "ROOT"))
 
