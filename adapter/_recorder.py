@@ -71,7 +71,7 @@ _log = get_logger("adapter.recorder")
 #: The default bound of the recorder's queue, in bytes of JSON (4 of OpenCode's
 #: largest events: :data:`adapter._event_wire.DEFAULT_MAX_EVENT_BYTES` is 4 MiB).
 DEFAULT_RECORDER_BYTES = 16 * 1024 * 1024
-#: Seconds between two log lines about a recorder that keeps failing.
+#: Seconds between two log lines about a recorder that keeps failing, or falls behind.
 FAILURE_REPORT_INTERVAL = 10.0
 #: What a password found inside an event is replaced with.
 REDACTED = "[redacted]"
@@ -187,6 +187,7 @@ class NativeRecording:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._last_report = 0.0
+        self._last_behind = -FAILURE_REPORT_INTERVAL
         self._unreported = 0
         self.queued_bytes = 0
         self.peak_bytes = 0
@@ -230,7 +231,10 @@ class NativeRecording:
             self.dropped += 1
             if gap is None:
                 gap = self._gaps[thread_id] = [0, 0]
-                _log.warning("adapter.recorder_behind", thread_id=thread_id, bound=self._max_bytes)
+                now = time.monotonic()
+                if now - self._last_behind >= FAILURE_REPORT_INTERVAL:  # a log line, rate-limited
+                    self._last_behind = now
+                    _log.warning("adapter.recorder_behind", bound=self._max_bytes)
             gap[0] += 1
             gap[1] += len(data)
             return
