@@ -41,7 +41,6 @@ from ._exceptions import (
     UnknownThreadError,
 )
 from ._history import turn_starts, unreverted
-from ._ids import is_session_id
 from ._input import FilePart, PromptPart, build_prompt
 from ._interrupt import Interrupts
 from ._lifecycle import Lifecycle
@@ -55,6 +54,7 @@ from ._pump import EventPump
 from ._recorder import DEFAULT_RECORDER_BYTES, NativeRecorder, NativeRecording
 from ._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
 from ._requests import Requests
+from ._resume import fork_into, parse_cursor
 from ._server_process import ServerProcess
 from ._session_tree import SessionTree, build_tree
 from ._stream import DEFAULT_MAX_QUEUE, EventStream
@@ -374,13 +374,19 @@ class OpenCodeAdapter:
         if not self._version_checked:
             await self._check_server_version(client)
         session_id: str | None = None
-        resumed_id = _cursor_session(resume)
-        if resume is not None and resumed_id is None:
+        cursor = parse_cursor(resume)
+        resumed_id = cursor.session_id if cursor is not None else None
+        if resume is not None and cursor is None:
             _log.warning("adapter.resume_ignored", thread_id=thread_id, reason="malformed cursor")
         warning: str | None = None
-        if resumed_id is not None:
+        forked: str | None = None
+        if cursor is not None:
             try:
-                session = await client.get_session(resumed_id)
+                session = await client.get_session(cursor.session_id)
+                if directory is not None and cursor.forks_into(directory):
+                    teardown = self._timeouts.teardown
+                    session = await fork_into(client, session, directory, teardown=teardown)
+                    forked = session.id
                 if rules is not None:
                     # PATCH appends; a preset starts with a catch-all, so it decides alone.
                     await client.add_permission_rules(session.id, _native_rules(rules))
@@ -429,6 +435,14 @@ class OpenCodeAdapter:
         thread.lifecycle.connected()
         if warning is not None:
             core.emit(RuntimeWarningEvent(thread_id=thread_id, message=warning))
+        if forked is not None:
+            message = (
+                f"session {resumed_id} was resumed in another directory ({directory}): the "
+                f"thread goes on in its fork {forked} there (history kept, the original "
+                "unchanged); store the new resume cursor"
+            )
+            core.emit(RuntimeWarningEvent(thread_id=thread_id, message=message, session_id=forked))
+            _log.info("adapter.session_forked", thread_id=thread_id, original=resumed_id)
         if self._version_warning is not None:
             message, self._version_warning = self._version_warning, None
             core.emit(RuntimeWarningEvent(thread_id=thread_id, message=message))
@@ -776,13 +790,6 @@ async def _first(*aws: Coroutine[Any, Any, Any]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _cursor_session(resume: Mapping[str, Any] | None) -> str | None:
-    if not isinstance(resume, Mapping) or resume.get("schema") != 1:
-        return None
-    sid = resume.get("session_id")
-    return sid if is_session_id(sid) else None
 
 
 def _native_rules(rules: Sequence[PermissionRule]) -> list[dict[str, str]]:

@@ -216,6 +216,49 @@ class OpenCodeClient:
             parse=Session.parse,
         )
 
+    async def fork_session(self, session_id: str) -> Session:
+        """``POST /session/{id}/fork``: a new root session holding a copy of every message.
+
+        Measured on 1.18.34: the fork lives in the *original's* directory whatever
+        directory the request names (see :meth:`move_session`), has no ``parentID``, is
+        titled ``"<title> (fork #1)"`` and carries none of the original's permission
+        rules. Never retried: a retry could fork twice."""
+        seg = self._segment("ses", session_id)
+        path = f"/session/{seg}/fork"
+        return await self._call(
+            "fork_session", "POST", path, session_id=session_id, json_body={}, parse=Session.parse
+        )
+
+    async def move_session(self, session_id: str, directory: str) -> None:
+        """Move a session to ``directory``, leaving the files alone (``moveChanges: false``).
+
+        OpenCode 1.18.34's ``POST /experimental/control-plane/move-session`` (measured):
+        204 and no event; the session's directory becomes ``directory`` as given (not
+        normalised), and its later runs and events are in it. A directory of another
+        project (another git repository) is a 400 ``MoveSessionError``, as is an
+        unknown session."""
+        body = {
+            "sessionID": self._caller_id("ses", session_id),
+            "destination": {"directory": directory},
+            "moveChanges": False,
+        }
+        path = "/experimental/control-plane/move-session"
+        await self._call(
+            "move_session", "POST", path, session_id=session_id, json_body=body, parse=_ignore
+        )
+
+    async def delete_session(self, session_id: str) -> None:
+        """``DELETE /session/{id}`` (with its children; measured: ``200 true``)."""
+        seg = self._segment("ses", session_id)
+        await self._call(
+            "delete_session",
+            "DELETE",
+            f"/session/{seg}",
+            session_id=session_id,
+            idempotent=True,
+            parse=_ignore,
+        )
+
     async def children(self, session_id: str) -> list[Session]:
         """Direct children of a session, oldest first.
 

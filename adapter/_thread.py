@@ -13,6 +13,7 @@ from ._lifecycle import Lifecycle
 from ._membership import MessageLedger
 from ._permissions import PermissionRule
 from ._records import InterruptResult, SessionInfo
+from ._resume import cursor_of
 from ._tasks import TaskScope
 from ._turn import Turn
 
@@ -87,7 +88,7 @@ class ThreadState:
             thread_id=self.thread_id,
             session_id=self.session_id,
             status=self.lifecycle.phase.value,
-            resume={"schema": 1, "session_id": self.session_id},
+            resume=cursor_of(self.session_id, self.directory),
             directory=self.directory,
             active_turn_id=turn.turn_id if turn else None,
             last_error=self.lifecycle.last_error,

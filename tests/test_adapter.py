@@ -48,7 +48,7 @@ async def test_start_session_creates_and_announces(
     assert info.status == "ready"
     assert info.session_id in fake.sessions
     assert fake.sessions[info.session_id].title == "my title"
-    assert info.resume == {"schema": 1, "session_id": info.session_id}
+    assert info.resume == {"schema": 1, "session_id": info.session_id, "directory": None}
     await rec.settle()
     assert rec.types(T) == ["session.started", "thread.started"]
     assert oc.has_session(T)

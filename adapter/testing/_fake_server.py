@@ -2625,6 +2625,8 @@ class FakeOpenCodeServer:
                 return self._list_status(self._request_directory(request))
             elif n >= 2:
                 return await self._session_route(request, method, parts)
+        if parts == ["experimental", "control-plane", "move-session"] and method == "POST":
+            return await self._move_session(request)
         if head == "permission":
             if n == 1 and method == "GET":
                 return self._list_pending("permission", self._request_directory(request))
@@ -2676,6 +2678,7 @@ class FakeOpenCodeServer:
             or (rest == ["unrevert"] and method == "POST")
             or (rest == ["summarize"] and method == "POST")
             or (not rest and method in ("PATCH", "DELETE"))
+            or (rest == ["fork"] and method == "POST")
             or (len(rest) == 2 and rest[0] == "permissions" and method == "POST")
         )
         if not known:
@@ -2704,6 +2707,8 @@ class FakeOpenCodeServer:
             return await self._patch_session(request, session)
         if not rest and method == "DELETE":
             return self._delete_session(session)
+        if rest == ["fork"]:
+            return await self._fork_session(request, session)
         if not rest:
             return _json_response(200, session.info)
         if rest == ["children"]:
@@ -3005,6 +3010,69 @@ class FakeOpenCodeServer:
                 self._deleted[node.id] = node
             self._emit("session.deleted", {"sessionID": node.id, "info": node.info})
         return _json_response(200, True)
+
+    async def _fork_session(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
+        """``POST /session/{id}/fork {messageID?}`` (measured on 1.18.34).
+
+        A new root session (no ``parentID``) in the *original's* directory, whatever
+        directory the request names, titled ``"<title> (fork #1)"`` (``#n+1`` for a
+        fork of ``#n``), without the original's permission rules, usage or model; every
+        message before ``messageID`` (all of them when it names none of the session's)
+        copied with new, later ids, parts and ``parentID`` following. Events: its
+        ``session.created``, then ``message.updated`` and the parts of each copy.
+        Malformed JSON, a non-object body or a ``messageID`` without ``msg`` is a bare
+        ``400 {"_tag": "BadRequest"}``; other keys are ignored."""
+        invalid = _json_response(400, {"_tag": "BadRequest"})
+        try:
+            body = await self._body(request)
+        except _HttpError:
+            return invalid
+        until = body.get("messageID")
+        if until is not None and (not isinstance(until, str) or not until.startswith("msg")):
+            return invalid
+        match = re.fullmatch(r"(.+) \(fork #(\d+)\)", session.title)
+        title = f"{match[1]} (fork #{int(match[2]) + 1})" if match else f"{session.title} (fork #1)"
+        fork = self._create_session(None, title, session.directory)
+        new_ids: dict[str, str] = {}
+        for message in session.messages:
+            if message.id == until:
+                break
+            new_ids[message.id] = self._new_id("msg")
+            info = {**message.info, "id": new_ids[message.id], "sessionID": fork.id}
+            if "parentID" in info:
+                info["parentID"] = new_ids.get(info["parentID"], info["parentID"])
+            copy = FakeMessage(info)
+            self._store_message(fork, copy, info)
+            for part in message.parts:
+                ids = {"id": self._new_id("prt"), "sessionID": fork.id, "messageID": copy.id}
+                self._store_part(copy, {**part, **ids})
+        return _json_response(200, fork.info)
+
+    async def _move_session(self, request: httpx.Request) -> httpx.Response:
+        """``POST /experimental/control-plane/move-session {sessionID, destination:
+        {directory}, moveChanges?}`` (measured on 1.18.34): 204 and no event; the
+        session's directory becomes the one given, as given (not normalised), so its
+        later events go to that directory's streams; ``time.updated`` moves. An unknown
+        session is a 400 ``MoveSessionError``. The fake has one project, so it never
+        answers the real one's "Destination directory belongs to another project"
+        (a hook can)."""
+        body = await self._body(request)
+        destination = body.get("destination")
+        if not isinstance(destination, dict):
+            return _invalid("Missing key", "destination")
+        directory = destination.get("directory")
+        if not isinstance(directory, str):
+            return _invalid("Missing key", "destination", "directory")
+        session = self._sessions.get(str(body.get("sessionID")))
+        if session is None:
+            message = f"Session not found: {body.get('sessionID')}"
+            return _json_response(400, {"name": "MoveSessionError", "data": {"message": message}})
+        info = {**session.info, "directory": directory, "path": directory.lstrip("/")}
+        info["time"] = {**info["time"], "updated": _now_ms()}
+        session.info = info
+        self._directory_of[session.id] = directory
+        self._notify()
+        return httpx.Response(204)
 
     async def _summarize(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
         """Compact the session (measured): a user message with a ``compaction`` part
