@@ -29,8 +29,9 @@ ThreadStatus = Literal["connecting", "ready", "running", "stopping", "closing", 
 class SessionInfo:
     """A thread bound to an OpenCode root session.
 
-    ``resume`` is a durable cursor: pass it to ``start_session(resume=...)``
-    (in this process or a later one) to continue the same OpenCode session.
+    ``resume`` is a durable cursor (the session and its thread's directory): pass it
+    to ``start_session(resume=...)`` (in this process or a later one) to continue the
+    same OpenCode session, or a fork of it in another directory.
     ``retry`` is set while OpenCode retries a failed model request of the
     running turn (the same record as the last ``turn.retrying`` event).
     """

@@ -570,6 +570,19 @@ SCENARIOS: list[Scenario] = [
             Occurs(On("session.error", "home", {"error.name": "MessageAbortedError"})),
         ],
     ),
+    # A fork is a new root session in the original's directory, whichever directory the
+    # request names (its events reach the original directory's stream only), holding a
+    # copy of every message: session.created, then each copy's message and parts.
+    Scenario(
+        "fork_stays_in_the_originals_directory",
+        [
+            titled("orig"),
+            Prompt("orig", "main", blocking=True),
+            Call("POST", "/session/{orig}/fork", {}, directory="second"),
+            Settle(),
+        ],
+        scripts={"main": [Say("remember this")]},
+    ),
     # Automatic compaction inside a run (a server with auto-compaction on): the summary
     # and the synthetic "continue" message, then the agent goes on in the same run.
     Scenario(
