@@ -24,7 +24,7 @@ from ._answers import Answers
 from ._base_url import checked_base_url
 from ._client import OpenCodeClient
 from ._compaction import newest_model, newest_summary
-from ._compat import unreadable_version_warning, untested_version_warning
+from ._compat import ServerVersionCheck
 from ._core import AdapterCore, Limits
 from ._directories import normalise_directory
 from ._event_history import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
@@ -35,7 +35,6 @@ from ._exceptions import (
     InvalidInputError,
     NotFoundError,
     OpenCodeError,
-    ProtocolError,
     ServerExitedError,
     SessionClosedError,
     UnknownThreadError,
@@ -177,10 +176,7 @@ class OpenCodeAdapter:
         self._pumps: dict[str | None, EventPump] = {}
         self._starting: dict[str, asyncio.Future[SessionInfo]] = {}
         self._entered = False
-        self._server_version: str | None = None
-        self._version_checked = False
-        self._version_warning: str | None = None  # emitted on the next thread started
-        self._version_failure_warned = False
+        self._version = ServerVersionCheck()
 
     def __repr__(self) -> str:
         return (
@@ -195,7 +191,7 @@ class OpenCodeAdapter:
     @property
     def server_version(self) -> str | None:
         """The version the server reported at the first connect (``None`` until then)."""
-        return self._server_version
+        return self._version.version
 
     @property
     def timeouts(self) -> Timeouts:
@@ -371,8 +367,8 @@ class OpenCodeAdapter:
         core = self._core
         client = core.client_for(directory)
         pump = self._pump_for(directory, client)
-        if not self._version_checked:
-            await self._check_server_version(client)
+        if self._version.needed:
+            await self._version.check(client)
         session_id: str | None = None
         cursor = parse_cursor(resume)
         resumed_id = cursor.session_id if cursor is not None else None
@@ -443,47 +439,14 @@ class OpenCodeAdapter:
             )
             core.emit(RuntimeWarningEvent(thread_id=thread_id, message=message, session_id=forked))
             _log.info("adapter.session_forked", thread_id=thread_id, original=resumed_id)
-        if self._version_warning is not None:
-            message, self._version_warning = self._version_warning, None
-            core.emit(RuntimeWarningEvent(thread_id=thread_id, message=message))
+        version_warning = self._version.take_warning()
+        if version_warning is not None:
+            core.emit(RuntimeWarningEvent(thread_id=thread_id, message=version_warning))
         if resumed_id is not None and session_id == resumed_id:
             # The stream has no replay: requests raised before we connected are listed.
             thread.scope.spawn(self._requests.recover(client), name="recover")
         _log.info("adapter.session_started", thread_id=thread_id, session_id=session_id)
         return thread.info()
-
-    async def _check_server_version(self, client: OpenCodeClient) -> None:
-        """Read the server's version once; warn (once) if no tested release reports it.
-
-        Runs before a start creates anything, so a cancelled start leaves no thread
-        behind; the warning goes out with the first thread that starts.
-
-        A server that answers without a usable version (no field, a malformed body,
-        no health route) is warned about too. A failed request (transport error,
-        5xx, 401) changes nothing about the connect: the next connect asks again,
-        and the first such failure is warned about once (OpenCode 1.0.185 answers
-        its health route with a 500 offline: a host must not be left guessing).
-        """
-        self._version_checked = True
-        try:
-            version = (await client.health()).version
-        except (ProtocolError, NotFoundError) as exc:
-            _log.warning("adapter.version_unreadable", error=str(exc))
-            version = None
-        except OpenCodeError as exc:
-            self._version_checked = False
-            _log.warning("adapter.version_unknown", error=str(exc))
-            if not self._version_failure_warned:
-                self._version_failure_warned = True
-                self._version_warning = unreadable_version_warning(str(exc))
-            return
-        except BaseException:  # a cancelled start: the next connect asks again
-            self._version_checked = False
-            raise
-        self._server_version = version
-        self._version_warning = untested_version_warning(version)
-        if self._version_warning is not None:
-            _log.warning("adapter.untested_server", version=version)
 
     async def _discard(self, thread: ThreadState) -> None:
         """Undo a start that did not complete: forget the thread, abort what it created."""

@@ -12,17 +12,26 @@ outside it may still work, so the adapter only warns (see
 from __future__ import annotations
 
 import re
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from ._exceptions import NotFoundError, OpenCodeError, ProtocolError
+from ._logging import get_logger
+
+if TYPE_CHECKING:
+    from ._client import OpenCodeClient
 
 __all__ = [
     "TESTED_NEWEST",
     "TESTED_OLDEST",
+    "ServerVersionCheck",
     "Version",
     "is_tested_version",
     "parse_version",
     "unreadable_version_warning",
     "untested_version_warning",
 ]
+
+_log = get_logger("adapter")
 
 
 class Version(NamedTuple):
@@ -93,3 +102,55 @@ def unreadable_version_warning(error: str) -> str:
         f"could not read the OpenCode server's version ({error}); the adapter is tested with"
         f" OpenCode {TESTED_OLDEST} to {TESTED_NEWEST} (see docs/compatibility.md)"
     )
+
+
+class ServerVersionCheck:
+    """The server's version, read once per adapter, and the warning a host gets about it.
+
+    Read before a start creates anything, so a cancelled start leaves no thread
+    behind; the warning goes out with the first thread that starts
+    (:meth:`take_warning`). A server that answers without a usable version (no
+    field, a malformed body, no health route) is warned about too. A failed request
+    (transport error, 5xx, 401) changes nothing about the connect: the next connect
+    asks again, and the first such failure is warned about once (OpenCode 1.0.185
+    answers its health route with a 500 offline: a host must not be left guessing).
+    """
+
+    def __init__(self) -> None:
+        #: What the server reported (``None``: not read yet, or no usable version).
+        self.version: str | None = None
+        self._checked = False
+        self._failure_warned = False
+        self._warning: str | None = None
+
+    @property
+    def needed(self) -> bool:
+        """Whether the next connect should ask."""
+        return not self._checked
+
+    async def check(self, client: OpenCodeClient) -> None:
+        self._checked = True
+        try:
+            version = (await client.health()).version
+        except (ProtocolError, NotFoundError) as exc:
+            _log.warning("adapter.version_unreadable", error=str(exc))
+            version = None
+        except OpenCodeError as exc:
+            self._checked = False
+            _log.warning("adapter.version_unknown", error=str(exc))
+            if not self._failure_warned:
+                self._failure_warned = True
+                self._warning = unreadable_version_warning(str(exc))
+            return
+        except BaseException:  # a cancelled start: the next connect asks again
+            self._checked = False
+            raise
+        self.version = version
+        self._warning = untested_version_warning(version)
+        if self._warning is not None:
+            _log.warning("adapter.untested_server", version=version)
+
+    def take_warning(self) -> str | None:
+        """The warning for the next thread that starts, once."""
+        warning, self._warning = self._warning, None
+        return warning
