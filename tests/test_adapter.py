@@ -180,6 +180,38 @@ async def test_a_send_during_a_turn_steers_it(
     assert rec.types(T).count("turn.started") == 1
 
 
+async def test_a_failed_steer_leaves_the_running_turn_intact(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """A steer the server refuses is forgotten: the send raises, but the turn it was
+    meant for is not ended (only a prompt that would have *started* a turn ends one)."""
+    fake.script("asks", [Permission("bash", ["ls"]), Text("answered")])
+    await oc.start_session(T)
+    first = await oc.send_turn(T, "start [[script:asks]]")
+    opened = await rec.wait_for("request.opened")
+    refusal = fake.fail(
+        "POST",
+        "/session/{id}/prompt_async",
+        status=400,
+        body={"name": "BadRequest", "data": {"message": "nope"}},
+    )
+    with pytest.raises(RequestError) as caught:
+        await oc.send_turn(T, "refused steer")
+    assert caught.value.operation == "prompt_async"
+    assert refusal.calls == 1
+    await rec.settle()
+    [info] = oc.list_sessions()
+    assert info.status == "running" and info.active_turn_id == first.turn_id
+    assert rec.of("turn.aborted", T) == [] and rec.of("turn.completed", T) == []
+    steer = await oc.send_turn(T, "accepted steer")
+    assert steer.turn_id == first.turn_id
+    await oc.respond_to_request(T, opened.request_id, "accept")
+    done = await rec.wait_for("turn.completed")
+    assert done.turn_id == first.turn_id and done.state == "completed"
+    assert rec.types(T).count("turn.started") == 1
+    assert rec.of("turn.aborted", T) == []
+
+
 async def test_submission_failure_rolls_back_to_ready(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
