@@ -18,7 +18,7 @@ subagents already cancelled and interrupts the session at once. So the
 flight, and with ``abort_root_twice`` the root and every known session with
 known children are aborted again 5 and 25 ms after the root's abort began
 (``ECHO_DELAYS``). Those second aborts only speed things up: their outcome does
-not count.
+not count, and the walk does not wait for their answer once all else is done.
 
 See ``docs/stop-tree.md`` for the algorithm and its guarantees.
 """
@@ -125,6 +125,9 @@ class _Walk:
         self.queue: deque[_Job] = deque()
         self.changed = asyncio.Event()
         self.active = 0
+        #: Second aborts (``echo`` jobs) whose request is in flight: the walk does not
+        #: wait for them (see :meth:`_abandon_echoes`).
+        self.echoes: set[asyncio.Future[bool]] = set()
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
@@ -158,6 +161,7 @@ class _Walk:
                 async with self.permits:  # uncontended: as many workers as permits
                     await self._run(job)
                 self.active -= 1
+                self._abandon_echoes()
                 if queue or self.active == 0:
                     self.changed.set()
                 continue
@@ -184,6 +188,20 @@ class _Walk:
                 await self._abort(node, again=kind == "reabort")
         finally:
             self.in_flight -= 1
+
+    def _abandon_echoes(self) -> None:
+        """Once nothing but second aborts is left, cancel their requests.
+
+        Only a session's first abort counts, and every first abort has settled by then
+        (a settled job queues its follow-ups before it counts as done). A second abort
+        the server has received has had its effect; the walk does not wait for its
+        answer, which can take as long as the first abort's (a root abort whose
+        acknowledgement came first is cancelled, and its second aborts would otherwise
+        hold the stop until its timeout).
+        """
+        if self.echoes and not self.queue and self.active == len(self.echoes):
+            for request in self.echoes:
+                request.cancel()
 
     async def _after_root(self) -> None:
         """Until the root's abort has begun and had ``DISPATCH_TURNS`` loop turns to go out."""
@@ -247,10 +265,28 @@ class _Walk:
         wait = self.root_started_at + delay - self.now()
         if wait > 0:
             await asyncio.sleep(wait)
+        request = asyncio.ensure_future(self.client.abort(node.session_id))
         try:
-            await self.client.abort(node.session_id)
-        except OpenCodeError as exc:
+            for _ in range(DISPATCH_TURNS):  # it goes out before the walk may abandon it
+                if request.done():
+                    break
+                await asyncio.sleep(0)
+            self.echoes.add(request)
+            self._abandon_echoes()
+            await asyncio.wait([request])
+        finally:
+            self.echoes.discard(request)
+            if not request.done():  # this job itself was cancelled (the walk timed out)
+                request.cancel()
+                await asyncio.wait([request])
+        if request.cancelled():
+            _log.debug("stop.echo_abandoned", session_id=node.session_id)
+            return
+        exc = request.exception()
+        if isinstance(exc, OpenCodeError):
             _log.debug("stop.echo_failed", session_id=node.session_id, error=str(exc))
+        elif exc is not None:
+            raise exc
 
     def seed(self, known: Iterable[tuple[str, str]]) -> list[_Node]:
         """Add descendants the caller already knows, as (session, parent) pairs.

@@ -222,3 +222,31 @@ async def test_output_of_a_step_begun_during_the_stop_is_late(
     await rec.wait_for("turn.aborted")
     assert not [e for e in rec.of("content.delta", T) if "EXTRA" in e.delta]
     assert "EXTRA" not in result.partial.text
+
+
+async def test_second_aborts_still_in_flight_do_not_hold_the_finished_walk(
+    fake: FakeOpenCodeServer, client: OpenCodeClient
+) -> None:
+    """Only a session's first abort counts: once every first abort and listing is done,
+    the walk cancels the second aborts it is still waiting on (here the first abort of
+    the root is replaced, as the adapter does when the server acknowledged it)."""
+    root = fake.add_session(busy=False)
+    child = fake.add_session(parent_id=root, busy=True)
+    hold = fake.hold("POST", f"/session/{root}/abort")
+
+    async def acknowledged() -> None:
+        return None
+
+    async with asyncio.timeout(5):  # held: until the walk's 60 s timeout before
+        report = await stop_tree(
+            client,
+            root,
+            root_abort=acknowledged,
+            known=[(child, root)],
+            abort_root_twice=True,
+            timeout=60,
+        )
+    assert report.ok and not fake.sessions[child].busy
+    assert len(hold.requests) == 2, "both second aborts of the root went out"
+    assert fake.in_flight == 0, "and were cancelled, not abandoned"
+    assert not hold.released
