@@ -23,6 +23,8 @@ from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task
 from tests.adapter_support import Recorder
 
 T = "thread-1"
+# One stop aborts the root three times: its abort and two second aborts (abort_root_twice).
+ROOT_ABORTS_PER_STOP = 3
 
 
 @pytest.fixture
@@ -250,3 +252,79 @@ async def test_second_aborts_still_in_flight_do_not_hold_the_finished_walk(
     assert len(hold.requests) == 2, "both second aborts of the root went out"
     assert fake.in_flight == 0, "and were cancelled, not abandoned"
     assert not hold.released
+
+
+class WalkCounter(httpx.AsyncBaseTransport):
+    """Counts the stop's requests (aborts and child listings) in flight, and holds them
+    until ``release`` once ``limit`` are in flight, so that the bound is reached."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+        self.in_flight = 0
+        self.peak = 0
+        self.paths: list[str] = []  # in flight now
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith(("/abort", "/children")):
+            return await self.inner.handle_async_request(request)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        self.paths.append(request.url.path)
+        try:
+            if self.in_flight >= self.limit:
+                self.reached.set()
+            await self.release.wait()
+            return await self.inner.handle_async_request(request)
+        finally:
+            self.in_flight -= 1
+            self.paths.remove(request.url.path)
+
+
+async def test_interrupt_of_a_wide_known_tree_never_has_more_than_8_requests_in_flight(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """20 known children with a known grandchild each: 40 seeded aborts and 42 second
+    aborts (the root and every known child, twice) join the walk's own aborts and
+    listings, and together they never exceed the 8 permits."""
+    counter = WalkCounter(fake.transport, limit=8)
+    async with OpenCodeAdapter(
+        fake.base_url, transport=counter, timeouts=Timeouts(abort=5.0, tree=5.0)
+    ) as oc:
+        rec = Recorder(oc)
+        try:
+            fake.script("hang", [Hang()])
+            info = await oc.start_session(T)
+            root = info.session_id
+            await oc.send_turn(T, "go [[script:hang]]")
+            tree = [root]
+            for _ in range(20):
+                child = fake.add_session(parent_id=root, busy=True, emit=True)
+                tree += [child, fake.add_session(parent_id=child, busy=True, emit=True)]
+            thread = oc._core.threads[T]
+            async with asyncio.timeout(5):
+                while len(thread.parents) < len(tree):
+                    await rec.settle()
+            stop = asyncio.create_task(oc.interrupt_turn(T))
+            async with asyncio.timeout(5):
+                await counter.reached.wait()
+            await rec.settle(50)
+            assert counter.in_flight == 8, "a free permit is taken, no ninth request goes out"
+            # the root's abort, and behind it while it is held the first seven known
+            # sessions' (seeds go out by depth, in the order the events showed them)
+            children = tree[1::2]
+            held = [f"/session/{s}/abort" for s in [root, *children[:7]]]
+            assert sorted(counter.paths) == sorted(held)
+            counter.release.set()
+            result = await stop
+            assert result.stop is not None and result.stop.ok
+            assert sorted(result.stop.session_ids) == sorted(tree)
+            done = log(fake)
+            assert done.count(abort_of(root)) == ROOT_ABORTS_PER_STOP
+            assert all(done.count(abort_of(c)) == 3 for c in children), "second aborts too"
+            assert counter.peak == 8 and result.stop.max_in_flight == 8
+        finally:
+            counter.release.set()
+            await rec.close()
