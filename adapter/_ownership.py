@@ -9,19 +9,29 @@ costs nothing next time) or of a child whose birth we missed. For a request
 (permission, question) from such a session the ancestry is looked up: a
 subagent waiting for an approval nobody sees waits forever, so a failed
 lookup is retried with backoff and, if the thread still cannot be found, the
-request is surfaced to the host as a ``runtime.warning`` carrying it.
+request is surfaced to the host as a ``runtime.warning`` carrying it. A request
+answered (elsewhere) while its lookup runs is dropped, and a lookup left with
+nothing to deliver stops: a prompt nobody waits for would be worse than none.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ._core import AdapterCore
 from ._events import ChildStarted, RuntimeWarningEvent
 from ._exceptions import OpenCodeError
 from ._logging import get_logger
-from ._native import NativeEvent, PermissionAsked, QuestionAsked
+from ._native import (
+    NativeEvent,
+    PermissionAsked,
+    PermissionReplied,
+    QuestionAsked,
+    QuestionRejected,
+    QuestionReplied,
+)
 from ._thread import ThreadState
 
 __all__ = ["Ownership"]
@@ -32,11 +42,20 @@ _MAX_DEPTH = 16
 _LOOKUP_ATTEMPTS = 4
 
 
+@dataclass(slots=True)
+class _Lookup:
+    """The ancestry lookup of one session, and its requests waiting on it (by id)."""
+
+    requests: dict[str, PermissionAsked | QuestionAsked]
+    task: asyncio.Task[None] | None = None
+
+
 class Ownership:
     def __init__(self, core: AdapterCore, redispatch: Callable[[NativeEvent], None]) -> None:
         self._core = core
         self._redispatch = redispatch
-        self._lookups: dict[str, asyncio.Task[None]] = {}
+        #: The lookups in flight (or waiting for a permit), per session.
+        self._lookups: dict[str, _Lookup] = {}
         self._permits = asyncio.Semaphore(2)
         #: Base delay of the lookup's retries (tests shorten it).
         self.retry_delay = 0.2
@@ -75,31 +94,58 @@ class Ownership:
 
     def route_request(self, event: PermissionAsked | QuestionAsked) -> None:
         """A request from a session no thread owns yet: find its thread through its
-        ancestry. One lookup per session at a time, a cache of strangers, at most
-        two lookups at once, so a flood of foreign events cannot crowd out the
-        Stop button's requests."""
+        ancestry. One lookup per session at a time (later requests of the session
+        wait for it), a cache of strangers, at most two lookups at once, so a flood
+        of foreign events cannot crowd out the Stop button's requests."""
         session_id = event.session_id
-        if session_id in self._core.strangers or self._core.closed:
-            return
+        core = self._core
+        if session_id in core.strangers or core.closed or event.request_id in core.answered:
+            return  # a stranger's, or answered already (elsewhere): nothing to announce
         running = self._lookups.get(session_id)
         if running is not None:
-            running.add_done_callback(lambda _: self._redispatch_if_ours(event))
+            running.requests.setdefault(event.request_id, event)
             return
-        task = self._core.tasks.spawn(self._route(event), name="route-request")
-        self._lookups[session_id] = task
-        task.add_done_callback(lambda _: self._lookups.pop(session_id, None))
+        lookup = _Lookup({event.request_id: event})
+        self._lookups[session_id] = lookup
+        lookup.task = core.tasks.spawn(self._route(session_id, lookup), name="route-request")
+        lookup.task.add_done_callback(lambda _: self._forget(session_id, lookup))
 
-    def _redispatch_if_ours(self, event: NativeEvent) -> None:
-        if event.session_id in self._core.owner and not self._core.closed:
-            self._redispatch(event)
+    def request_answered(
+        self, event: PermissionReplied | QuestionReplied | QuestionRejected
+    ) -> None:
+        """A request of a session no thread owns was answered (elsewhere) or dismissed.
 
-    async def _route(self, event: PermissionAsked | QuestionAsked) -> None:
+        It may still be announced: its lookup may be retrying, or a recovery may have
+        listed it before the answer. So the answer is remembered (``core.answered``,
+        which :meth:`route_request` and ``Requests.opened`` consult), and a lookup left
+        with no unanswered request stops at once, with no more tries and no warning.
+        A known stranger's answers are not remembered: they would only crowd the
+        bounded memory."""
+        session_id = event.session_id
+        if session_id in self._core.strangers:
+            return
+        self._core.answered.add(event.request_id)
+        lookup = self._lookups.get(session_id)
+        if lookup is None:
+            return
+        lookup.requests.pop(event.request_id, None)
+        if not lookup.requests:
+            self._forget(session_id, lookup)  # a request routed from now on starts afresh
+            if lookup.task is not None:
+                lookup.task.cancel()
+
+    def _forget(self, session_id: str, lookup: _Lookup) -> None:
+        if self._lookups.get(session_id) is lookup:
+            del self._lookups[session_id]
+
+    async def _route(self, session_id: str, lookup: _Lookup) -> None:
         core = self._core
         client = next(iter(core.clients.values()), None)
         if client is None:
+            self._forget(session_id, lookup)
             return
         chain: list[tuple[str, str | None]] = []
-        current: str | None = event.session_id
+        current: str | None = session_id
         delay = self.retry_delay
         async with self._permits:
             for _ in range(_MAX_DEPTH):
@@ -117,11 +163,16 @@ class Ownership:
                             error=str(exc),
                         )
                         if attempt + 1 == _LOOKUP_ATTEMPTS:
-                            self._unroutable(event, str(exc))
+                            self._forget(session_id, lookup)
+                            for event in lookup.requests.values():
+                                self._unroutable(event, str(exc))
                             return
                         await asyncio.sleep(delay * 2**attempt)
                 chain.append((session.id, session.parent_id))
                 current = session.parent_id
+        # From here on nothing awaits: a request of the session routed after this
+        # point finds it owned (or a stranger), not this lookup.
+        self._forget(session_id, lookup)
         if current is None or current not in core.owner:
             for sid, _ in chain:
                 core.strangers.add(sid)
@@ -129,7 +180,9 @@ class Ownership:
         thread = core.owner[current]
         for sid, parent in reversed(chain):
             self.adopt(thread, sid, parent)
-        self._redispatch_if_ours(event)
+        if not core.closed:
+            for event in list(lookup.requests.values()):  # the unanswered ones
+                self._redispatch(event)
 
     def _unroutable(self, event: PermissionAsked | QuestionAsked, error: str) -> None:
         """Never drop a request silently: every thread that could own it hears of it."""

@@ -122,7 +122,7 @@ class Translator:
 
     def _unowned(self, event: NativeEvent) -> None:
         """An event of a session no thread owns: a child being born, or a request of
-        a session whose birth we missed; anything else is a stranger's."""
+        a session whose birth we missed (or its answer); anything else is a stranger's."""
         match event:
             case SessionCreated() | SessionUpdated():
                 parent = event.parent_id
@@ -133,6 +133,9 @@ class Translator:
                     )
             case PermissionAsked() | QuestionAsked():
                 self._ownership.route_request(event)
+            case PermissionReplied() | QuestionReplied() | QuestionRejected():
+                # Its request may be on its way to a thread (a lookup, a recovery).
+                self._ownership.request_answered(event)
             case _:
                 pass
 

@@ -1,0 +1,189 @@
+"""Requests of children the adapter did not see born: found, announced once, never stale.
+
+A request (permission, question) of a session no thread owns yet is routed by its
+ancestry (``GET /session/{id}`` up to a known session, retried while it fails). These
+tests pin what a host sees around that lookup: a request answered elsewhere while the
+lookup retries is never announced and stops the lookup; a child's or grandchild's
+request raised while the event stream was down is recovered on the reconnect; a
+reconnect during the resume's recovery announces each live request once and none
+that was answered meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from adapter import OpenCodeAdapter
+from adapter.testing.fake import FakeOpenCodeServer, Permission, Question
+from tests.adapter_support import Recorder
+
+T = "thread-1"
+PROCEED = {
+    "question": "Proceed?",
+    "header": "Proceed",
+    "options": [{"label": "yes", "description": ""}, {"label": "no", "description": ""}],
+}
+#: How a request is answered by another client (the TUI), per kind of answer.
+ANSWERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "permission": ("/permission/{id}/reply", {"reply": "once"}),
+    "question": ("/question/{id}/reply", {"answers": [["yes"]]}),
+    "question-rejected": ("/question/{id}/reject", {}),
+}
+#: The canonical events that announce a request.
+ANNOUNCED = ("request.opened", "user-input.requested")
+
+
+def unseen_grandchild(fake: FakeOpenCodeServer, root_id: str) -> tuple[str, str]:
+    """``(middle, grandchild)`` under the root, created with no event: only the
+    ancestry lookup tells whose requests the grandchild raises."""
+    middle = fake.add_session(parent_id=root_id)
+    return middle, fake.add_session(parent_id=middle)
+
+
+async def prompt(fake: FakeOpenCodeServer, session_id: str, script: str) -> None:
+    """Another client starts a run of ``session_id`` on the fake's ``script``."""
+    async with fake.client() as http:
+        body = {"parts": [{"type": "text", "text": f"go [[script:{script}]]"}]}
+        await http.post(f"/session/{session_id}/prompt_async", json=body)
+
+
+async def pending_request(fake: FakeOpenCodeServer, session_id: str) -> str:
+    await fake.wait_until(lambda: bool(fake.sessions[session_id].pending_requests))
+    [request_id] = fake.sessions[session_id].pending_requests
+    return request_id
+
+
+async def answer_elsewhere(fake: FakeOpenCodeServer, how: str, request_id: str) -> None:
+    path, body = ANSWERS[how]
+    async with fake.client() as http:
+        response = await http.post(path.format(id=request_id), json=body)
+    assert response.status_code == 200
+
+
+async def adapter_caught_up(
+    fake: FakeOpenCodeServer, rec: Recorder, root_id: str, mark: str
+) -> None:
+    """Everything emitted so far has been read by the adapter: a root title change
+    emitted now comes after it on the same stream, and the host sees it."""
+    async with fake.client() as http:
+        await http.patch(f"/session/{root_id}", json={"title": mark})
+    await rec.wait_for("thread.metadata.updated", lambda e: e.title == mark)
+
+
+def lookups_running(oc: OpenCodeAdapter) -> int:
+    """The adapter's ancestry lookup tasks still running (``Ownership.route_request``)."""
+    tasks = oc._core.tasks._tasks
+    return sum(1 for t in tasks if t.get_name().endswith(":route-request") and not t.done())
+
+
+async def settled(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, root_id: str
+) -> None:
+    """The adapter has no ancestry lookup left running, and the host has seen every
+    event it emitted."""
+    await fake.wait_until(lambda: lookups_running(oc) == 0, timeout=10.0)
+    await adapter_caught_up(fake, rec, root_id, "settled")
+
+
+class FlakyAncestry:
+    """``GET /session/{middle}`` fails (503) until :meth:`heal`; counts the tries."""
+
+    def __init__(self, fake: FakeOpenCodeServer, middle: str) -> None:
+        self.tries = 0
+        self.tried = asyncio.Event()
+        self._healed = False
+        fake.on("GET", f"/session/{middle}", self._handle)
+
+    def heal(self) -> None:
+        self._healed = True
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response | None:
+        if self._healed:
+            return None
+        self.tries += 1
+        self.tried.set()
+        return httpx.Response(503, json={"name": "UnknownError", "data": {"message": "flaky"}})
+
+
+def script_asking(fake: FakeOpenCodeServer, how: str) -> str:
+    step = Permission("bash", ["make *"]) if how == "permission" else Question([PROCEED])
+    fake.script("asks", [step])
+    return "asks"
+
+
+# -- a reply during a retrying ancestry lookup (B50, B52) ------------------------------------
+
+
+@pytest.mark.parametrize("how", list(ANSWERS))
+async def test_a_grandchilds_request_answered_elsewhere_while_its_ancestry_lookup_retries_is_never_announced(  # noqa: E501
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, how: str
+) -> None:
+    """The lookup succeeds only after the answer: announcing the request then would
+    show a prompt nobody waits for, and answering it would fail."""
+    info = await oc.start_session(T)
+    middle, grandchild = unseen_grandchild(fake, info.session_id)
+    ancestry = FlakyAncestry(fake, middle)
+    await prompt(fake, grandchild, script_asking(fake, how))
+    request_id = await pending_request(fake, grandchild)
+    async with asyncio.timeout(5):
+        await ancestry.tried.wait()  # the lookup is retrying
+    await answer_elsewhere(fake, how, request_id)
+    await adapter_caught_up(fake, rec, info.session_id, "after the answer")
+    ancestry.heal()  # a lookup still going would now find the thread
+    await settled(oc, fake, rec, info.session_id)
+    assert [e for e in rec.events if e.type in ANNOUNCED] == []
+    assert not rec.of("runtime.warning")
+    assert oc._core.threads[T].pending == {}
+
+
+async def test_an_ancestry_lookup_stops_retrying_once_its_request_is_answered(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """The ancestry never answers, but the request was answered elsewhere: no more
+    tries (at most the one in flight) and no warning about a request that is done."""
+    oc._ownership.retry_delay = 0.01  # the lookup's backoff base: its cap comes soon
+    info = await oc.start_session(T)
+    middle, grandchild = unseen_grandchild(fake, info.session_id)
+    ancestry = FlakyAncestry(fake, middle)
+    await prompt(fake, grandchild, script_asking(fake, "permission"))
+    request_id = await pending_request(fake, grandchild)
+    async with asyncio.timeout(5):
+        await ancestry.tried.wait()
+    await answer_elsewhere(fake, "permission", request_id)
+    await adapter_caught_up(fake, rec, info.session_id, "after the answer")
+    tries = ancestry.tries
+    await settled(oc, fake, rec, info.session_id)
+    assert ancestry.tries <= tries + 1
+    assert not rec.of("runtime.warning")
+    assert not rec.of("request.opened")
+
+
+async def test_a_lookup_whose_first_request_is_answered_still_delivers_the_sessions_other_request(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """Two requests of one session wait on one lookup: the answer to one must not stop
+    the lookup for the other (nothing lost), nor let the answered one through."""
+    info = await oc.start_session(T)
+    middle, grandchild = unseen_grandchild(fake, info.session_id)
+    ancestry = FlakyAncestry(fake, middle)
+    await prompt(fake, grandchild, script_asking(fake, "permission"))
+    answered = await pending_request(fake, grandchild)
+    async with asyncio.timeout(5):
+        await ancestry.tried.wait()
+    other = "per_asked_from_outside_a_tool_call"
+    fake.emit(
+        "permission.asked",
+        {"id": other, "sessionID": grandchild, "permission": "edit", "patterns": ["*.py"]},
+    )
+    await answer_elsewhere(fake, "permission", answered)
+    await adapter_caught_up(fake, rec, info.session_id, "after the answer")
+    ancestry.heal()
+    opened = await rec.wait_for("request.opened", timeout=10.0)
+    assert (opened.thread_id, opened.request_id, opened.session_id) == (T, other, grandchild)
+    await settled(oc, fake, rec, info.session_id)
+    assert [e.request_id for e in rec.of("request.opened")] == [other]
+    assert not rec.of("runtime.warning")
