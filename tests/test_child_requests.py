@@ -12,13 +12,14 @@ that was answered meanwhile.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from adapter import OpenCodeAdapter
-from adapter.testing.fake import FakeOpenCodeServer, Permission, Question
+from adapter.testing.fake import FakeOpenCodeServer, Permission, Question, Tool
 from tests.adapter_support import Recorder
 
 T = "thread-1"
@@ -169,11 +170,10 @@ async def test_a_lookup_whose_first_request_is_answered_still_delivers_the_sessi
     the lookup for the other (nothing lost), nor let the answered one through."""
     info = await oc.start_session(T)
     middle, grandchild = unseen_grandchild(fake, info.session_id)
-    ancestry = FlakyAncestry(fake, middle)
+    lookup = fake.hold("GET", f"/session/{middle}")
     await prompt(fake, grandchild, script_asking(fake, "permission"))
     answered = await pending_request(fake, grandchild)
-    async with asyncio.timeout(5):
-        await ancestry.tried.wait()
+    await lookup.wait_started()
     other = "per_asked_from_outside_a_tool_call"
     fake.emit(
         "permission.asked",
@@ -181,9 +181,153 @@ async def test_a_lookup_whose_first_request_is_answered_still_delivers_the_sessi
     )
     await answer_elsewhere(fake, "permission", answered)
     await adapter_caught_up(fake, rec, info.session_id, "after the answer")
-    ancestry.heal()
+    lookup.release()
     opened = await rec.wait_for("request.opened", timeout=10.0)
     assert (opened.thread_id, opened.request_id, opened.session_id) == (T, other, grandchild)
     await settled(oc, fake, rec, info.session_id)
     assert [e.request_id for e in rec.of("request.opened")] == [other]
     assert not rec.of("runtime.warning")
+
+
+async def test_every_request_waiting_on_a_lookup_that_fails_is_surfaced_as_a_warning(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """Never dropped silently: the session's second request, which waited on the
+    first one's lookup, gets its own warning when the ancestry stays unreadable."""
+    oc._ownership.retry_delay = 0.01  # the lookup's backoff base: its cap comes soon
+    info = await oc.start_session(T)
+    middle, grandchild = unseen_grandchild(fake, info.session_id)
+    lookup = fake.hold("GET", f"/session/{middle}")  # its first try, until both wait
+    FlakyAncestry(fake, middle)  # then every try fails
+    await prompt(fake, grandchild, script_asking(fake, "permission"))
+    first = await pending_request(fake, grandchild)
+    await lookup.wait_started()
+    other = "per_asked_from_outside_a_tool_call"
+    fake.emit(
+        "permission.asked",
+        {"id": other, "sessionID": grandchild, "permission": "edit", "patterns": ["*.py"]},
+    )
+    await adapter_caught_up(fake, rec, info.session_id, "both asked")
+    lookup.release()
+    await settled(oc, fake, rec, info.session_id)
+    warned = sorted(e.request_id for e in rec.of("runtime.warning", T))
+    assert warned == sorted([first, other])
+    assert not rec.of("request.opened")
+
+
+# -- requests raised while the event stream was down (B47) -------------------------------------
+
+
+async def test_a_childs_and_a_grandchilds_requests_raised_during_an_outage_are_recovered_once(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """The stream has no replay: the reconnect's recovery lists them, the grandchild's
+    through its ancestry, and each reaches the parent thread once, answerable."""
+    fake.script("child-asks", [Permission("bash", ["make child"])])
+    fake.script("grandchild-asks", [Permission("bash", ["make grandchild"])])
+    info = await oc.start_session(T)
+    child = fake.add_session(parent_id=info.session_id, emit=True)
+    await rec.wait_for("child.started", lambda e: e.session_id == child)
+    _, grandchild = unseen_grandchild(fake, info.session_id)
+    reconnect = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await reconnect.wait_started()
+    await prompt(fake, child, "child-asks")
+    await prompt(fake, grandchild, "grandchild-asks")
+    asked = {await pending_request(fake, child), await pending_request(fake, grandchild)}
+    reconnect.release()
+    for request_id in asked:
+        opened = await rec.wait_for("request.opened", lambda e, r=request_id: e.request_id == r)
+        assert opened.thread_id == T
+        await oc.respond_to_request(T, request_id, "accept")
+        resolved = await rec.wait_for("request.resolved", lambda e, r=request_id: e.request_id == r)
+        assert resolved.decision == "accept"
+    assert sorted(e.request_id for e in rec.of("request.opened")) == sorted(asked)
+    assert {e.session_id for e in rec.of("request.opened")} == {child, grandchild}
+
+
+# -- a reconnect during the resume's recovery (B48) ---------------------------------------------
+
+
+class StaleListing:
+    """Each ``GET /permission`` lists the pending requests at once, then answers only
+    when the gate opens: a listing read while the server went on."""
+
+    _INNER = "x-test-inner"
+
+    def __init__(self, fake: FakeOpenCodeServer) -> None:
+        self.listed = 0
+        self.gate = asyncio.Event()
+        self._fake = fake
+        fake.on("GET", "/permission", self._handle)
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response | None:
+        if self._INNER in request.headers:
+            return None
+        inner = httpx.Request(
+            request.method, request.url, headers={**request.headers, self._INNER: "1"}
+        )
+        fresh = await self._fake.transport.handle_async_request(inner)
+        body = await fresh.aread()
+        self.listed += 1
+        await self.gate.wait()
+        return httpx.Response(fresh.status_code, content=body, headers=fresh.headers)
+
+
+def count_finished(oc: OpenCodeAdapter, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """How many request recoveries (resume, reconnect) have finished."""
+    finished = [0]
+    recover = oc._requests.recover
+
+    def counted(*args: Any, **kwargs: Any) -> Awaitable[None]:
+        async def run() -> None:
+            try:
+                await recover(*args, **kwargs)
+            finally:
+                finished[0] += 1
+
+        return run()
+
+    monkeypatch.setattr(oc._requests, "recover", counted)
+    return lambda: finished[0]
+
+
+async def test_a_reconnect_while_the_resumes_recovery_reads_announces_each_live_request_once(
+    oc: OpenCodeAdapter,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both recoveries (the resume's, the reconnect's) read the same listing: the root's
+    and a grandchild's live requests are announced once each; a grandchild's request
+    answered elsewhere after the listing was read is not announced at all (its tool
+    runs on, so it looks live; only its ``replied`` event tells)."""
+    fake.script("root-asks", [Permission("bash", ["make root"])])
+    fake.script("asks", [Permission("bash", ["make live"])])
+    busy = Tool("bash", {"command": "make answered"}, duration=float("inf"))
+    fake.script("answered", [Permission("bash", ["make answered"], tool=busy)])
+    root = fake.add_session(title="elsewhere")
+    middle, live = unseen_grandchild(fake, root)
+    answered = fake.add_session(parent_id=middle)
+    for session_id, script in ((root, "root-asks"), (live, "asks"), (answered, "answered")):
+        await prompt(fake, session_id, script)
+    root_request = await pending_request(fake, root)
+    live_request = await pending_request(fake, live)
+    answered_request = await pending_request(fake, answered)
+    listing = StaleListing(fake)
+    finished = count_finished(oc, monkeypatch)
+    await oc.start_session(T, resume={"schema": 1, "session_id": root})
+    await fake.wait_until(lambda: listing.listed == 1)  # the resume's recovery has read
+    fake.drop_event_streams()
+    await fake.wait_until(lambda: listing.listed == 2)  # so has the reconnect's
+    await answer_elsewhere(fake, "permission", answered_request)
+    await adapter_caught_up(fake, rec, root, "after the answer")
+    listing.gate.set()
+    await fake.wait_until(lambda: finished() == 2)
+    await settled(oc, fake, rec, root)
+    opened = sorted(e.request_id for e in rec.of("request.opened", T))
+    assert opened == sorted([root_request, live_request])
+    for request_id in (root_request, live_request):
+        await oc.respond_to_request(T, request_id, "accept")
+        await rec.wait_for("request.resolved", lambda e, r=request_id: e.request_id == r)
+    assert len(rec.of("request.opened")) == 2
