@@ -3,7 +3,8 @@
 OpenCode 1.18.34 keeps listing a permission request after its session's run was
 aborted (a *ghost*): ``GET /permission`` still has it, and a reply answers ``true``
 and emits ``permission.replied`` but runs nothing. A thread resumed later must not
-announce such a request as open; a request that still blocks a run must be.
+announce such a request as open; a request that still blocks a run must be. Nor
+may a grandchild's request answered elsewhere while its ancestry was being looked up.
 """
 
 from __future__ import annotations
@@ -184,3 +185,75 @@ async def test_a_request_stopped_by_interrupt_turn_is_never_announced_again(
     finally:
         if request_id is not None and request_id in await listed_permissions(http):
             await http.post(f"/permission/{request_id}/reply", json={"reply": "reject"})
+
+
+async def caught_up(http: httpx.AsyncClient, rec: Recorder, root: str, title: str) -> None:
+    """The adapter has read every event so far: a root title change comes after them."""
+    await http.patch(f"/session/{root}", json={"title": title})
+    await rec.wait_for("thread.metadata.updated", lambda e: e.title == title, timeout=10)
+
+
+class FlakyAncestry(httpx.AsyncBaseTransport):
+    """The adapter's transport to the real server, where ``GET /session/{failing}``
+    answers 503 while ``failing`` is set (a lookup that has to retry)."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self.failing: str | None = None
+        self.failed = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "GET" and self.failing and path == f"/session/{self.failing}":
+            self.failed.set()
+            return httpx.Response(503, json={"name": "UnknownError", "data": {"message": "x"}})
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_a_grandchilds_request_answered_during_its_ancestry_lookup_is_not_announced(
+    real_server: RealOpenCodeServer,
+    scripted_model: ScriptedModelServer,
+    http: httpx.AsyncClient,
+    unique_name: str,
+) -> None:
+    """Relies on the real ``permission.replied`` naming the asking (grandchild) session:
+    the adapter, still looking up whose session that is, learns of the answer from it."""
+    scripted_model.script(
+        unique_name, [ToolCalls([ToolCall("bash", {"command": "echo gc"})]), Text("ran")]
+    )
+    root = str((await http.post("/session", json={"title": unique_name})).json()["id"])
+    middle = str((await http.post("/session", json={"parentID": root})).json()["id"])
+    body = {"parentID": middle, "permission": ASK_BASH}
+    grandchild = str((await http.post("/session", json=body)).json()["id"])
+    transport = FlakyAncestry()
+    async with OpenCodeAdapter(
+        real_server.base_url, directory=str(real_server.directory), transport=transport
+    ) as oc:
+        rec = Recorder(oc)
+        try:
+            await oc.start_session("t", resume={"schema": 1, "session_id": root})
+            transport.failing = middle  # the thread never saw the middle session born
+            prompt = {"parts": [{"type": "text", "text": "go " + script_marker(unique_name)}]}
+            await http.post(f"/session/{grandchild}/prompt_async", json=prompt)
+            async with asyncio.timeout(30):
+                await transport.failed.wait()  # the lookup is retrying
+            listed = (await http.get("/permission")).json()
+            [request_id] = [r["id"] for r in listed if r["sessionID"] == grandchild]
+            reply = await http.post(f"/permission/{request_id}/reply", json={"reply": "once"})
+            assert reply.status_code == 200
+            await caught_up(http, rec, root, f"{unique_name} answered")
+            transport.failing = None  # a lookup still going would now find the thread
+            async with asyncio.timeout(10):
+                while any(
+                    t.get_name().endswith(":route-request") and not t.done()
+                    for t in oc._core.tasks._tasks
+                ):
+                    await asyncio.sleep(0.05)
+            await caught_up(http, rec, root, f"{unique_name} settled")
+            assert rec.of("request.opened") == []
+            assert rec.of("runtime.warning") == []
+        finally:
+            await rec.close()
