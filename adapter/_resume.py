@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._directories import normalise_directory
-from ._exceptions import InvalidInputError, NotFoundError, OpenCodeError, RequestError
+from ._exceptions import (
+    InvalidInputError,
+    NotFoundError,
+    OpenCodeError,
+    ProtocolError,
+    RequestError,
+)
 from ._ids import is_session_id
 
 if TYPE_CHECKING:
@@ -73,7 +79,8 @@ def parse_cursor(resume: object) -> Cursor | None:
 async def fork_into(
     client: OpenCodeClient, original: Session, directory: str, *, teardown: float
 ) -> Session:
-    """Fork ``original`` (history kept) and move the fork to ``directory``.
+    """Fork ``original`` (history kept) and move the fork to ``directory`` (unless the
+    server made it there: 1.14.48 does; 1.15.13 to 1.18.34 fork into the original's).
 
     The original's permission rules go with it (measured: a fork carries none).
     Raises the fork's error as it is (a :class:`NotFoundError` when the original is
@@ -82,18 +89,15 @@ async def fork_into(
     """
     fork = await client.fork_session(original.id)
     try:
-        try:
-            await client.move_session(fork.id, directory)
-        except NotFoundError as exc:
-            # Not "the session is gone": a server without the route (404).
-            raise RequestError(
-                "move_session",
-                "this server cannot move a session to another directory (no move-session "
-                "route); resume the cursor in its own directory",
-                status=exc.status,
-                server_message=exc.server_message,
-                session_id=fork.id,
-            ) from exc
+        if _directory_of(fork) != directory:  # measured on 1.14.48: already there
+            try:
+                await client.move_session(fork.id, directory)
+            except (NotFoundError, ProtocolError) as exc:
+                # Not "the session is gone": a server without the route answers 404,
+                # or (measured on 1.15.13) 200 with its web page.
+                raise _cannot_move(fork.id, exc) from exc
+            if _directory_of(await client.get_session(fork.id)) != directory:
+                raise _cannot_move(fork.id, None)  # accepted, but the fork did not move
         rules = original.raw.get("permission")
         if isinstance(rules, list) and rules:
             await client.add_permission_rules(fork.id, [r for r in rules if isinstance(r, Mapping)])
@@ -103,3 +107,25 @@ async def fork_into(
                 await client.delete_session(fork.id)
         raise
     return fork
+
+
+def _directory_of(session: Session) -> str | None:
+    """The session's directory as the cursor holds it (normalised), if usable."""
+    if session.directory is None:
+        return None
+    try:
+        return normalise_directory(session.directory)
+    except InvalidInputError:
+        return None
+
+
+def _cannot_move(fork_id: str, cause: OpenCodeError | None) -> RequestError:
+    return RequestError(
+        "move_session",
+        "this server cannot move a session to another directory (measured: the "
+        "move-session route is in OpenCode 1.17.19 and later, not in 1.15.13); resume "
+        "the cursor in its own directory",
+        status=cause.status if isinstance(cause, RequestError) else None,
+        server_message=cause.server_message if isinstance(cause, RequestError) else None,
+        session_id=fork_id,
+    )

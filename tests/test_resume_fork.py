@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, RequestError
@@ -166,6 +167,34 @@ async def test_a_failed_move_deletes_the_fork_and_raises(
     assert forks(fake) == 1
 
 
+async def test_a_server_without_the_move_route_is_told_apart_and_the_fork_deleted(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    """Measured on OpenCode 1.15.13: an unknown route answers 200 with the web page."""
+    existing = fake.add_session(title="old", directory="/p")
+    fake.fail("POST", MOVE, status=200, body="<!doctype html><html></html>")
+    cursor = {"schema": 1, "session_id": existing, "directory": "/p"}
+    with pytest.raises(RequestError) as raised:
+        await oc.start_session("t", directory="/q", resume=cursor)
+    assert raised.value.operation == "move_session"
+    assert "cannot move a session" in str(raised.value)
+    assert not oc.has_session("t")
+    assert list(fake.sessions) == [existing], "the fork was deleted"
+
+
+async def test_a_move_that_is_accepted_but_leaves_the_fork_in_place_is_refused(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    existing = fake.add_session(title="old", directory="/p")
+    fake.fail("POST", MOVE, status=204, body=b"")
+    cursor = {"schema": 1, "session_id": existing, "directory": "/p"}
+    with pytest.raises(RequestError) as raised:
+        await oc.start_session("t", directory="/q", resume=cursor)
+    assert raised.value.operation == "move_session"
+    assert not oc.has_session("t")
+    assert list(fake.sessions) == [existing], "the fork was deleted"
+
+
 async def test_an_original_gone_before_the_fork_starts_a_fresh_session(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
@@ -176,3 +205,22 @@ async def test_an_original_gone_before_the_fork_starts_a_fresh_session(
     assert info.session_id != existing and fake.sessions[info.session_id].directory == "/q"
     warning = await rec.wait_for("runtime.warning", lambda e: e.thread_id == "t")
     assert "no longer exists" in warning.message
+
+
+async def test_a_fork_the_server_made_in_the_new_directory_is_not_moved(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    """Measured on OpenCode 1.14.48: the fork is made in the request's directory (later
+    releases make it in the original's). Then it is already where the thread goes on."""
+    existing = fake.add_session(title="old", directory="/p")
+
+    async def fork_in_place(request: httpx.Request) -> httpx.Response:
+        made = fake.add_session(title="old (fork #1)", directory="/q")
+        return httpx.Response(200, json=fake.sessions[made].info)
+
+    fake.on("POST", FORK, fork_in_place)
+    cursor = {"schema": 1, "session_id": existing, "directory": "/p"}
+    info = await oc.start_session("t", directory="/q", resume=cursor)
+    assert info.session_id != existing
+    assert not [r for r in fake.requests if r.path == MOVE], "no move needed"
+    assert info.resume == {"schema": 1, "session_id": info.session_id, "directory": "/q"}
