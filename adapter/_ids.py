@@ -11,6 +11,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import quote
 
 __all__ = [
@@ -33,6 +34,7 @@ _PATTERNS = {
     "que": re.compile(rf"que_{_ID_BODY}"),
 }
 
+_MASK48 = 0xFFFF_FFFF_FFFF
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -76,22 +78,30 @@ def path_segment(kind: str, value: object) -> str:
     return quote(validate_id(kind, value), safe="")
 
 
-class _MonotonicIdClock:
-    """Produces strictly increasing 48-bit stamps: milliseconds * 4096 + counter.
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
-    The server orders messages by id, so a minted id must sort after every id
-    the server minted before it and after every id we minted before it.
+
+class _MonotonicIdClock:
+    """Produces strictly increasing 48-bit stamps the way OpenCode's ``Identifier.create``
+    does: milliseconds * 0x1000 + a counter that starts at 1 in each millisecond, kept to
+    the low 48 bits (6 bytes, 12 hex digits).
+
+    The server orders messages by id, so a minted id must sort after every id we
+    minted before it (even in the same millisecond: the counter, then the next
+    millisecond's stamps if 4095 ids were minted in one) and after the ids the server
+    minted in earlier milliseconds. ``now_ms``: the wall clock, in milliseconds.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, now_ms: Callable[[], int] = _now_ms) -> None:
         self._lock = threading.Lock()
         self._last = 0
+        self._now_ms = now_ms
 
     def next(self) -> int:
         with self._lock:
-            stamp = int(time.time() * 1000) * 0x1000
-            self._last = max(self._last + 1, stamp)
-            return self._last & 0xFFFF_FFFF_FFFF
+            self._last = max(self._last + 1, self._now_ms() * 0x1000 + 1)
+            return self._last & _MASK48
 
 
 _clock = _MonotonicIdClock()
