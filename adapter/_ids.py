@@ -87,8 +87,9 @@ class _MonotonicIdClock:
     does: milliseconds * 0x1000 + a counter that starts at 1 in each millisecond, kept to
     the low 48 bits (6 bytes, 12 hex digits).
 
-    The server orders messages by id, so a minted id must sort after every id we
-    minted before it (even in the same millisecond: the counter, then the next
+    OpenCode compares message ids (its prompt loop stops when the last user message's
+    id sorts before the last assistant message's), so a minted id must sort after every
+    id we minted before it (even in the same millisecond: the counter, then the next
     millisecond's stamps if 4095 ids were minted in one) and after the ids the server
     minted in earlier milliseconds. ``now_ms``: the wall clock, in milliseconds.
     """
