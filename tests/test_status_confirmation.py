@@ -114,8 +114,8 @@ async def test_a_stale_status_answer_after_the_next_turn_started_ends_neither_tu
         await rec.settle(50)
         await asyncio.sleep(0.2)  # several watchdog ticks
         assert endings(rec, second.turn_id) == [], "a stale answer ended the next turn"
+        assert len(endings(rec, first.turn_id)) == 1, "a stale answer ended turn 1 again"
         assert status(tight) == "running"
-        assert [e.turn_id for e in endings(rec, first.turn_id)] == [first.turn_id]
         assert not rec.of("runtime.warning", T)
         # Turn 2 ends at its own end, with its own output.
         run_end.release()
