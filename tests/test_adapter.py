@@ -101,9 +101,13 @@ async def test_resume_probe_errors_are_raised_not_replaced(
 async def test_concurrent_starts_for_one_thread_yield_one_session(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer
 ) -> None:
+    """B8, B9: the later starts join the pending one, so one remote session is created and
+    there is no losing session to abort (the reference creates one per start and aborts
+    the losers)."""
     infos = await asyncio.gather(*(oc.start_session(T) for _ in range(5)))
     assert len({i.session_id for i in infos}) == 1
     assert len(fake.sessions) == 1
+    assert [r.path for r in fake.requests if r.method == "POST"] == ["/session"]
 
 
 async def test_start_times_out_when_the_event_stream_never_connects(
