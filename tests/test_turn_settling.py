@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from adapter import TurnStart
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.faults.support import Harness, fast
 
@@ -136,6 +137,14 @@ class SwallowedPrompts:
         return self.ids[-1]
 
 
+async def send_and_play(h: Harness) -> tuple[TurnStart, ScriptedRun]:
+    """Start the thread and send one prompt, which the test then plays as the server."""
+    root = (await h.oc.start_session(T)).session_id
+    prompts = SwallowedPrompts(h.fake)
+    turn = await h.oc.send_turn(T, "go")
+    return turn, ScriptedRun(h.fake, root, await prompts.next_id())
+
+
 async def test_an_idle_that_overtakes_its_own_echo_ends_the_turn_once_the_answer_is_in(
     fake: FakeOpenCodeServer,
 ) -> None:
@@ -143,10 +152,7 @@ async def test_an_idle_that_overtakes_its_own_echo_ends_the_turn_once_the_answer
     comes. The echo and the finished answer are all the turn still needs: it
     completes then (status confirms idle), not at the watchdog's 30 s quiet check."""
     async with Harness(fake) as h:
-        root = (await h.oc.start_session(T)).session_id
-        prompts = SwallowedPrompts(fake)
-        turn = await h.oc.send_turn(T, "go")
-        run = ScriptedRun(fake, root, await prompts.next_id())
+        turn, run = await send_and_play(h)
         run.busy()
         run.idle()  # overtakes the echo
         run.echo()
@@ -166,17 +172,14 @@ async def test_a_newer_idle_during_a_status_poll_that_answers_busy_is_asked_agai
     arrived while that poll was out. The answer predates that idle, so the adapter
     asks again instead of waiting for an idle that will never come."""
     async with Harness(fake) as h:
-        root = (await h.oc.start_session(T)).session_id
-        prompts = SwallowedPrompts(fake)
-        turn = await h.oc.send_turn(T, "go")
-        run = ScriptedRun(fake, root, await prompts.next_id())
+        turn, run = await send_and_play(h)
         polled = asyncio.Event()
         answer = asyncio.Event()
 
         async def stale_busy(request: httpx.Request) -> httpx.Response:
             polled.set()
             await answer.wait()
-            return httpx.Response(200, json={root: {"type": "busy"}})
+            return httpx.Response(200, json={run.session_id: {"type": "busy"}})
 
         stale = fake.on("GET", "/session/status", stale_busy)
         run.busy()
@@ -186,7 +189,7 @@ async def test_a_newer_idle_during_a_status_poll_that_answers_busy_is_asked_agai
         async with asyncio.timeout(5):
             await polled.wait()
         stale.remove()  # later polls see the truth: idle
-        fake.emit("session.idle", {"sessionID": root})  # the newer idle, during the poll
+        fake.emit("session.idle", {"sessionID": run.session_id})  # the newer idle, during the poll
         await asyncio.sleep(0.05)
         answer.set()
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
@@ -226,10 +229,7 @@ async def test_an_answer_to_a_prompt_whose_echo_was_lost_admits_the_turn(
     parent: the server has the prompt. The turn runs, and its idle completes it
     (before: it waited for the echo until ``Timeouts.echo`` and failed)."""
     async with Harness(fake) as h:
-        root = (await h.oc.start_session(T)).session_id
-        prompts = SwallowedPrompts(fake)
-        turn = await h.oc.send_turn(T, "go")
-        run = ScriptedRun(fake, root, await prompts.next_id())
+        turn, run = await send_and_play(h)
         run.busy()
         run.answer("done")  # no echo
         run.idle()
@@ -260,10 +260,7 @@ async def test_a_prompt_whose_events_were_all_lost_is_found_stored_and_completes
     the stored answer completes the turn with its text (not ``PromptNotStarted``)."""
     async with Harness(fake, timeouts=fast(echo=0.3)) as h:
         h.oc._turns.watch_interval = 0.05  # the watchdog's tick; tests may shorten it
-        root = (await h.oc.start_session(T)).session_id
-        prompts = SwallowedPrompts(fake)
-        turn = await h.oc.send_turn(T, "go")
-        run = ScriptedRun(fake, root, await prompts.next_id())
+        turn, run = await send_and_play(h)
 
         async def messages(request: httpx.Request) -> httpx.Response:
             return httpx.Response(200, json=stored(run, "done"))
@@ -282,14 +279,11 @@ async def test_a_busy_root_admits_a_turn_whose_echo_is_overdue(
     echo and answer, when they come, complete it."""
     async with Harness(fake, timeouts=fast(echo=0.2)) as h:
         h.oc._turns.watch_interval = 0.05
-        root = (await h.oc.start_session(T)).session_id
-        prompts = SwallowedPrompts(fake)
-        turn = await h.oc.send_turn(T, "go")
-        run = ScriptedRun(fake, root, await prompts.next_id())
+        turn, run = await send_and_play(h)
         busy = fake.on(
             "GET",
             "/session/status",
-            lambda request: _answer({root: {"type": "busy"}}),
+            lambda request: _answer({run.session_id: {"type": "busy"}}),
         )
         await fake.wait_until(lambda: status_polls(fake) >= 3)  # three echo periods
         assert h.rec.of("turn.completed") == [], "busy admits the turn"
