@@ -18,6 +18,7 @@ __all__ = [
     "checked_id",
     "is_session_id",
     "mint_message_id",
+    "observe_message_id",
     "path_segment",
     "validate_id",
 ]
@@ -36,6 +37,11 @@ _PATTERNS = {
 
 _MASK48 = 0xFFFF_FFFF_FFFF
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# An id in OpenCode's ascending scheme: its 12 hex digits are the stamp.
+_ASCENDING_MESSAGE_ID = re.compile(r"msg_([0-9a-f]{12})[0-9A-Za-z]{14}")
+# A server's stamp further ahead of our clock than this is not followed (a hostile or
+# broken server could otherwise push every later id as far as it likes).
+_MAX_AHEAD_MS = 3_600_000
 
 
 def validate_id(kind: str, value: object) -> str:
@@ -87,11 +93,19 @@ class _MonotonicIdClock:
     does: milliseconds * 0x1000 + a counter that starts at 1 in each millisecond, kept to
     the low 48 bits (6 bytes, 12 hex digits).
 
-    OpenCode compares message ids (its prompt loop stops when the last user message's
-    id sorts before the last assistant message's), so a minted id must sort after every
-    id we minted before it (even in the same millisecond: the counter, then the next
-    millisecond's stamps if 4095 ids were minted in one) and after the ids the server
-    minted in earlier milliseconds. ``now_ms``: the wall clock, in milliseconds.
+    OpenCode compares message ids (up to 1.18.3 its prompt loop takes the user message
+    with the highest id as the last one and stops once that id sorts before the last
+    finished assistant message's), so a minted id must sort after every id we minted
+    before it (even in the same millisecond: the counter, then the next millisecond's
+    stamps if 4095 ids were minted in one) and after every id the server minted.
+    ``now_ms``: the wall clock, in milliseconds.
+
+    The server mints its ids with its own clock, which may run ahead of ours (a remote
+    server with clock skew; or the same millisecond with a higher counter). Measured
+    (tests/real/test_skewed_ids_real.py): 1.15.13, 1.17.19 and 1.18.3 never answer a
+    prompt whose id sorts below the session's latest ids; 1.18.34 orders by creation
+    time and answers it. So :meth:`observe` raises the floor to the stamps of the ids
+    the server shows us, and the next stamp sorts after every id observed.
     """
 
     def __init__(self, now_ms: Callable[[], int] = _now_ms) -> None:
@@ -104,6 +118,21 @@ class _MonotonicIdClock:
             self._last = max(self._last + 1, self._now_ms() * 0x1000 + 1)
             return self._last & _MASK48
 
+    def observe(self, stamp: int) -> None:
+        """Make every later stamp sort after ``stamp`` (48 bits, from a server's id).
+
+        The 48 bits wrap every 2^36 ms (about 2.2 years), so how far the stamp is
+        ahead of our clock is counted modulo 2^48: a stamp just past the wrap is just
+        ahead, one just behind our clock is almost a whole period ahead. A stamp more
+        than an hour ahead is ignored (a server can push our ids at most that far;
+        one behind our clock would raise nothing anyway).
+        """
+        with self._lock:
+            now = self._now_ms() * 0x1000
+            ahead = (stamp - now) & _MASK48
+            if ahead <= _MAX_AHEAD_MS * 0x1000:
+                self._last = max(self._last, now + ahead)
+
 
 _clock = _MonotonicIdClock()
 
@@ -113,3 +142,14 @@ def mint_message_id() -> str:
     stamp = _clock.next()
     tail = "".join(secrets.choice(_BASE62) for _ in range(14))
     return f"msg_{stamp:012x}{tail}"
+
+
+def observe_message_id(message_id: str) -> None:
+    """Note a message id the server showed us: ids minted later sort after it.
+
+    Ids outside OpenCode's ascending scheme (a test server's ``msg_user_1``) say
+    nothing about the server's clock and are ignored.
+    """
+    match = _ASCENDING_MESSAGE_ID.fullmatch(message_id)
+    if match is not None:
+        _clock.observe(int(match[1], 16))

@@ -34,7 +34,7 @@ from ._exceptions import (
     RequestError,
     TurnCancelledError,
 )
-from ._ids import mint_message_id
+from ._ids import mint_message_id, observe_message_id
 from ._input import Prompt
 from ._lifecycle import TurnEnding
 from ._lifecycle_phases import TurnPhase
@@ -237,6 +237,7 @@ class Turns:
 
     def root_message(self, thread: ThreadState, event: MessageUpdated) -> None:
         """A message of the root was created or changed."""
+        observe_message_id(event.message_id)  # our next prompt's id must sort after it
         entry = thread.ledger.see(
             event.message_id,
             event.role,
@@ -506,6 +507,7 @@ class Turns:
         thread.ledger.place_stored(messages, turn.turn_id, turn.first_prompt_id)
         for message in messages:
             info = message.info
+            observe_message_id(info.id)
             if thread.ledger.turn_of(info.id) != turn.turn_id:
                 continue
             for part in message.parts:

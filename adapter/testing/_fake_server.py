@@ -982,6 +982,11 @@ class FakeOpenCodeServer:
         if password is not None:
             token = base64.b64encode(f"{username}:{password}".encode()).decode()
             self._auth = {token}
+        self.clock_skew_ms = 0
+        """How far the server's clock runs ahead of the adapter's when it mints ids
+        (negative: behind), as a remote server's can: its message ids then sort after
+        (before) ids the adapter mints at the same moment. The ``time`` fields keep the
+        local clock."""
         self._rng = random.Random(seed)
         self._latency_rng = random.Random(None if seed is None else seed + 1)
         self._last_id = 0
@@ -1396,7 +1401,7 @@ class FakeOpenCodeServer:
     # ------------------------------------------------------------------ ids & events
 
     def _new_id(self, prefix: str, *, descending: bool = False) -> str:
-        value = max(_now_ms() * 0x1000 + 1, self._last_id + 1)
+        value = max((_now_ms() + self.clock_skew_ms) * 0x1000 + 1, self._last_id + 1)
         self._last_id = value
         if descending:
             value = ~value
