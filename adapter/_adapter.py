@@ -40,6 +40,7 @@ from ._exceptions import (
     UnknownThreadError,
 )
 from ._history import turn_starts, unreverted
+from ._ids import observe_message_id
 from ._input import FilePart, PromptPart, build_prompt
 from ._interrupt import Interrupts
 from ._lifecycle import Lifecycle
@@ -389,6 +390,8 @@ class OpenCodeAdapter:
                 session_id = session.id
             except NotFoundError:
                 warning = f"session {resumed_id} no longer exists; started a fresh session"
+            else:
+                await _observe_newest_message(client, session_id)
         if session_id is None:
             session = await client.create_session(
                 title=title, permission=_native_rules(rules) if rules is not None else None
@@ -764,3 +767,14 @@ def _parse_model(model: str) -> tuple[str, str]:
     if match is None:
         raise InvalidInputError(f"model must look like 'provider/model', got {model!r:.80}")
     return match.group(1), match.group(2)
+
+
+async def _observe_newest_message(client: OpenCodeClient, session_id: str) -> None:
+    """A resumed session's messages were minted by the server's clock before this
+    adapter saw any of them: its newest id is noted, so the first prompt sorts after it
+    (OpenCode up to 1.18.3 never answers a prompt that sorts below; see ``_ids``).
+    Best effort: without it, a server clock ahead of ours could leave that prompt
+    unanswered, as before."""
+    with contextlib.suppress(OpenCodeError):
+        for message in await client.messages(session_id, limit=1):
+            observe_message_id(message.info.id)

@@ -134,3 +134,29 @@ async def test_a_steer_sorts_after_the_running_step_of_a_server_whose_clock_runs
     assert sent[1] > max(running), "the steer would sort below the running step"
     await oc.respond_to_request(T, opened.request_id, "accept")
     await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id)
+
+
+@pytest.mark.parametrize("where", ["same directory", "forked"])
+async def test_the_first_prompt_after_a_resume_sorts_after_the_sessions_stored_ids(
+    fake: FakeOpenCodeServer, where: str
+) -> None:
+    """A resumed (or forked) session's messages were minted by the server's clock before
+    this adapter saw any of them: the resume reads the newest one, so the first prompt
+    already sorts after it."""
+    fake.clock_skew_ms = 10 * 60_000
+    fake.script("ok", [Text("fine")])
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as first:
+        rec = Recorder(first)
+        info = await first.start_session(T, directory="/p")
+        turn = await first.send_turn(T, "go [[script:ok]]")
+        await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id)
+        await rec.close()
+    _ids._clock = _MonotonicIdClock()  # another process: it has seen none of those ids
+    sent = sent_message_ids(fake)
+    directory = "/q" if where == "forked" else "/p"
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as again:
+        resumed = await again.start_session(T, directory=directory, resume=info.resume)
+        shown = [m.id for m in fake.sessions[resumed.session_id].messages]
+        assert shown, "the resumed session has its history"
+        await again.send_turn(T, "go on [[script:ok]]")
+        assert sent[0] > max(shown), "the first prompt would sort below the stored ids"

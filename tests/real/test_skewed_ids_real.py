@@ -122,3 +122,21 @@ async def test_the_adapter_with_its_clock_behind_the_servers_gets_its_steer_and_
     for message in messages:
         if message.info.role == "user":
             assert answers_to(messages, message.info.id), message.info.id
+
+
+async def test_the_newest_message_is_what_a_limit_of_one_returns(
+    client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    """What a resume relies on to note the server's newest id
+    (``adapter._adapter._observe_newest_message``): ``?limit=1`` is the newest message,
+    the last of the full list, not the first."""
+    scripted_model.script(unique_name, [Text("first answer"), Text("second answer")])
+    session = await client.create_session(title="newest")
+    for text in ("hello " + script_marker(unique_name), "again"):
+        await client.prompt_async(session.id, text, message_id=mint_message_id())
+        await wait_idle(client, session.id)
+    everything = await client.messages(session.id)
+    assert len(everything) == 4
+    [newest] = await client.messages(session.id, limit=1)
+    assert newest.info.id == everything[-1].info.id
+    assert newest.info.role == "assistant"
