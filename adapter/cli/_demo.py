@@ -28,12 +28,13 @@ from rich.panel import Panel
 from .._adapter import OpenCodeAdapter
 from .._client import OpenCodeClient
 from .._records import InterruptResult
-from ..testing._fake_server import FakeOpenCodeServer
-from ..testing._fake_server import Hang as FakeHang
-from ..testing._fake_server import Task as FakeTask
-from ..testing._fake_server import Text as FakeText
-from ..testing._fake_server import Tool as FakeTool
-from ..testing._model_server import (
+from ..testing._real_server import RealOpenCodeServer, find_opencode_binary, find_project_root
+from ..testing.fake import FakeOpenCodeServer
+from ..testing.fake import Hang as FakeHang
+from ..testing.fake import Task as FakeTask
+from ..testing.fake import Text as FakeText
+from ..testing.fake import Tool as FakeTool
+from ..testing.model import (
     Hang,
     ScriptedModelServer,
     ToolCall,
@@ -41,7 +42,6 @@ from ..testing._model_server import (
     script_marker,
     task_call,
 )
-from ..testing._real_server import RealOpenCodeServer, find_opencode_binary, find_project_root
 from ._commands import _report_json, read_tree
 from ._render import Out, partial_lines, report_tree, session_tree
 

@@ -34,7 +34,7 @@ from ._commands import password_from, url_from
 from ._render import Out
 
 if TYPE_CHECKING:
-    from ..testing._model_server import ScriptedModelServer
+    from ..testing.model import ScriptedModelServer
 
 __all__ = ["add_web_parser", "listen_settings", "web_command"]
 
@@ -176,7 +176,7 @@ def try_scripts(model: ScriptedModelServer) -> None:
     """Any prompt of a bound root session: a bash call that finishes, then a task whose
     subagent spawns another whose model call never ends. The pair repeats, so the next
     prompt of the thread (whatever step it lands on) spawns a tree again."""
-    from ..testing._model_server import Hang, ToolCall, ToolCalls, task_call
+    from ..testing.model import Hang, ToolCall, ToolCalls, task_call
 
     model.script(f"{TRY_SCRIPT}-leaf", [Hang(text_before="still researching…")])
     model.script(
@@ -192,8 +192,8 @@ def try_scripts(model: ScriptedModelServer) -> None:
 
 @contextlib.asynccontextmanager
 async def _try_adapter(out: Out) -> AsyncIterator[OpenCodeAdapter]:
-    from ..testing._model_server import ScriptedModelServer
     from ..testing._real_server import RealOpenCodeServer, find_opencode_binary
+    from ..testing.model import ScriptedModelServer
 
     try:
         find_opencode_binary()

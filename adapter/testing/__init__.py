@@ -10,9 +10,9 @@
 See ``docs/testing.md``.
 """
 
-from ._fake_server import FakeOpenCodeServer, RecordedRequest
-from ._model_server import ModelRequest, ScriptedModelServer, script_marker
 from ._real_server import RealOpenCodeServer, find_opencode_binary, free_port
+from .fake import FakeOpenCodeServer, RecordedRequest
+from .model import ModelRequest, ScriptedModelServer, script_marker
 
 __all__ = [
     "FakeOpenCodeServer",

@@ -11,7 +11,7 @@ binary (see :func:`find_opencode_binary`) with:
   registry on a dead loopback port so its background plugin install fails fast),
 * an ``opencode.json`` whose only provider, ``fake``, points at a given
   OpenAI-compatible base URL (typically a
-  :class:`~adapter.testing._model_server.ScriptedModelServer`),
+  :class:`~adapter.testing.model.ScriptedModelServer`),
 * optionally basic-auth protection (``OPENCODE_SERVER_PASSWORD``),
 * a private, empty project directory as working directory (:attr:`directory`),
 * its own process group, which is terminated (SIGTERM, then SIGKILL) on exit.

@@ -1,27 +1,22 @@
-"""The in-process fake OpenCode server and its script steps."""
+"""The in-process fake OpenCode server and its script steps (see :mod:`adapter.testing._fake`)."""
 
-from ._fake_input import ModelInput
-from ._fake_server import (
+from ._fake.hooks import Hold, Hook, HookHandler, RunEndHold
+from ._fake.records import FakeMessage, FakeSession, RecordedRequest
+from ._fake.server import FakeOpenCodeServer
+from ._fake.steps import (
     COMPACTION_CONTINUE,
-    OPENCODE_VERSION,
     Compact,
     Fail,
-    FakeMessage,
-    FakeOpenCodeServer,
-    FakeSession,
     Hang,
-    Hold,
-    Hook,
-    HookHandler,
     Permission,
     Question,
-    RecordedRequest,
-    RunEndHold,
     Step,
     Task,
     Text,
     Tool,
 )
+from ._fake.wire import OPENCODE_VERSION
+from ._fake_input import ModelInput
 
 __all__ = [
     "COMPACTION_CONTINUE",

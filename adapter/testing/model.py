@@ -1,12 +1,12 @@
-"""The scripted OpenAI-compatible model server and its script steps."""
+"""The scripted OpenAI-compatible model server and its steps (see :mod:`adapter.testing._model`)."""
 
-from ._model_server import (
+from ._model.recording import ModelRequest
+from ._model.server import ScriptedModelServer
+from ._model.steps import (
     SCRIPT_MARKER_RE,
     Hang,
     HttpError,
-    ModelRequest,
     RequestKind,
-    ScriptedModelServer,
     Step,
     Text,
     ToolCall,

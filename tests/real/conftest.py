@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from adapter.testing._model_server import ScriptedModelServer
 from adapter.testing._real_server import RealOpenCodeServer
+from adapter.testing.model import ScriptedModelServer
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter.testing._model_server import (
+from adapter.testing._real_server import (
+    PINNED_VERSION,
+    RealOpenCodeServer,
+    find_opencode_binary,
+    free_port,
+)
+from adapter.testing.model import (
     Hang,
     HttpError,
     ModelRequest,
@@ -28,12 +34,6 @@ from adapter.testing._model_server import (
     ToolCalls,
     script_marker,
     task_call,
-)
-from adapter.testing._real_server import (
-    PINNED_VERSION,
-    RealOpenCodeServer,
-    find_opencode_binary,
-    free_port,
 )
 
 pytestmark = pytest.mark.real

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from adapter.testing._fake_server import FakeOpenCodeServer
+from adapter.testing.fake import FakeOpenCodeServer
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "tests" / "fixtures" / "openapi-1.18.34.json"

@@ -1,4 +1,4 @@
-"""Behaviour of the in-process OpenCode emulation (``adapter.testing._fake_server``).
+"""Behaviour of the in-process OpenCode emulation (``adapter.testing.fake``).
 
 Every test talks to the fake the way a client would: a plain ``httpx.AsyncClient``
 on ``fake.transport`` and ``httpx_sse.aconnect_sse`` for ``GET /event``.
@@ -18,7 +18,7 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from adapter.testing._fake_server import (
+from adapter.testing.fake import (
     Fail,
     FakeOpenCodeServer,
     Hang,

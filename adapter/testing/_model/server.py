@@ -1,38 +1,9 @@
-"""A scripted, OpenAI-compatible chat-completions server for tests.
+"""The scripted model server: an OpenAI-compatible HTTP server on a thread of its own.
 
-`ScriptedModelServer` listens on 127.0.0.1 and answers ``POST /v1/chat/completions``
-with server-sent events in the ``chat.completion.chunk`` format, which is what
-OpenCode's ``@ai-sdk/openai-compatible`` provider consumes. What it answers is
-decided by *scripts*:
-
-* ``model.script("greet", [Text("hello")])`` registers a script named ``greet``.
-* A conversation selects its script with a ``[[script:greet]]`` marker (see
-  :func:`script_marker`) somewhere in its **first** user message.
-* The Nth request of a conversation, where N is the number of assistant messages
-  already present in the request's ``messages``, is answered with step N. Steps
-  are :class:`Text`, :class:`ToolCalls`, :class:`Hang` and :class:`HttpError`.
-* A request with no marker whose ``x-opencode-session-id`` was bound with
-  :meth:`ScriptedModelServer.bind_session` follows that session's script (after an
-  automatic compaction the first user message is OpenCode's own, so the marker is gone).
-* Requests past the end of their script, or without a (known) marker, get the
-  server's default text (``"done"``).
-* Requests without ``tools`` are title requests: they get a short title text and
-  are recorded with ``is_title=True``; they do not consume script steps.
-
-The server runs its own event loop in a background thread, so it can be used from
-synchronous tests and from async tests on any event loop. Every request is
-recorded as a :class:`ModelRequest`; see :attr:`ScriptedModelServer.requests`,
-:meth:`ScriptedModelServer.wait_for` and :meth:`ScriptedModelServer.wait_for_async`.
-
-HTTP parsing is done by :mod:`h11`. Every response carries ``Connection: close``,
-so each connection serves exactly one request; once the request has been read, end
-of file on the socket means the client went away, which is how a disconnect during
-a :class:`Hang` (or a slow :class:`Text`) is detected and recorded.
-
-Note: OpenCode retries 429 and 5xx answers with backoff. Because step selection
-depends only on the request's history, a retried request gets the same step again,
-so an ``HttpError(500)`` step keeps the session in its retry state until aborted.
-Use a 4xx status (other than 429) for an error that ends the turn.
+Why a module: the server's lifecycle (its thread and event loop, start and close),
+its thread-safe recording and waits, and the answers it streams are what a test
+drives; the steps it plays (:mod:`.steps`), what it records (:mod:`.recording`) and
+the HTTP mechanics (:mod:`.wire`) live beside it. See :mod:`adapter.testing._model`.
 """
 
 from __future__ import annotations
@@ -40,380 +11,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Literal, TypeAlias, TypeVar
+from typing import Any, Final, TypeVar
 
 import h11
 
-__all__ = [
-    "SCRIPT_MARKER_RE",
-    "Hang",
-    "HttpError",
-    "ModelRequest",
-    "RequestKind",
-    "ScriptedModelServer",
-    "Step",
-    "Text",
-    "ToolCall",
-    "ToolCalls",
-    "script_marker",
-    "task_call",
-]
+from .recording import ModelRequest, Record
+from .steps import Hang, HttpError, RequestKind, Step, Text, ToolCalls, script_marker
+from .wire import (
+    READ_SIZE,
+    ClientGone,
+    Responder,
+    chunks,
+    count_assistant,
+    find_script,
+    id_set,
+    sse,
+    token_usage,
+)
 
 T = TypeVar("T")
 
-#: Matches a ``[[script:NAME]]`` marker; group 1 is the script name.
-SCRIPT_MARKER_RE: Final = re.compile(r"\[\[script:([A-Za-z0-9_.\-/]+)\]\]")
-
 _MODEL_NAME: Final = "fake-model"
-_READ_SIZE: Final = 65536
-
-
-def script_marker(name: str) -> str:
-    """Return the marker that selects script ``name`` when put in a first user message."""
-    if not SCRIPT_MARKER_RE.fullmatch(f"[[script:{name}]]"):
-        raise ValueError(f"invalid script name {name!r}: use letters, digits, '_', '.', '-', '/'")
-    return f"[[script:{name}]]"
-
-
-# --------------------------------------------------------------------------- steps
-
-
-@dataclass(frozen=True)
-class Text:
-    """Stream ``text`` as assistant content, ``chunk_size`` characters per SSE chunk.
-
-    ``delay`` seconds are waited before every chunk after the first one ("slow
-    streaming"); the wait ends early if the client disconnects. ``prompt_tokens``
-    overrides the reported usage (e.g. above the model's context limit, to make
-    OpenCode compact the session).
-    """
-
-    text: str
-    chunk_size: int = 32
-    delay: float = 0.0
-    prompt_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.chunk_size < 1:
-            raise ValueError("chunk_size must be >= 1")
-        if self.delay < 0:
-            raise ValueError("delay must be >= 0")
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call requested by the model.
-
-    ``arguments`` is serialised to JSON. ``call_id`` defaults to a fresh unique id.
-    """
-
-    name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    call_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolCalls:
-    """Answer with one or more tool calls (``finish_reason == "tool_calls"``).
-
-    ``text``, if given, is streamed as assistant content before the calls.
-    ``prompt_tokens`` overrides the reported usage (see :class:`Text`).
-    """
-
-    calls: Sequence[ToolCall]
-    text: str = ""
-    prompt_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        calls = tuple(self.calls)
-        if not calls:
-            raise ValueError("ToolCalls needs at least one ToolCall")
-        object.__setattr__(self, "calls", calls)
-
-
-@dataclass(frozen=True)
-class Hang:
-    """Stream ``text_before`` (may be empty), then keep the response open.
-
-    The response stays open until the client disconnects (recorded as
-    ``ModelRequest.disconnected``) or the server is closed.
-    """
-
-    text_before: str = ""
-
-
-def _default_error_body() -> dict[str, Any]:
-    return {"error": {"message": "scripted error", "type": "server_error", "code": None}}
-
-
-@dataclass(frozen=True)
-class HttpError:
-    """Answer with HTTP ``status`` and ``body`` (a string, or a mapping sent as JSON).
-
-    What OpenCode 1.18.34 does with the answer decides how the turn ends (measured):
-    a 5xx or a 429, and any status whose body mentions a retry keyword such as
-    ``server_error`` (the default body), is **retried** five times over about 74 s,
-    each retry announced as ``session.status {type: "retry"}``; any other 4xx fails
-    the turn **at once** with ``session.error`` ``APIError``. Say which you mean with
-    :meth:`invalid_request` or :meth:`server_error`.
-    """
-
-    status: int
-    body: str | Mapping[str, Any] = field(default_factory=_default_error_body)
-
-    def __post_init__(self) -> None:
-        if not 400 <= self.status <= 599:
-            raise ValueError("HttpError.status must be a 4xx or 5xx code")
-
-    @classmethod
-    def invalid_request(cls, message: str = "scripted error", status: int = 400) -> HttpError:
-        """A provider error OpenCode does not retry: the turn fails at once (``APIError``)."""
-        if not 400 <= status <= 499 or status == 429:
-            raise ValueError("invalid_request needs a 4xx status other than 429")
-        body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-        return cls(status, body)
-
-    @classmethod
-    def server_error(cls, message: str = "scripted error", status: int = 500) -> HttpError:
-        """A provider error OpenCode retries (``session.status`` ``retry``), five times."""
-        if not (500 <= status <= 599 or status == 429):
-            raise ValueError("server_error needs a 5xx status or 429")
-        return cls(status, {"error": {"message": message, "type": "server_error", "code": None}})
-
-
-#: One scripted model response.
-Step: TypeAlias = Text | ToolCalls | Hang | HttpError
-
-#: How a request was answered.
-RequestKind: TypeAlias = Literal[
-    "text", "tool_calls", "hang", "http_error", "default", "title", "bad_request"
-]
-
-
-def task_call(description: str, script_name: str, subagent_type: str = "general") -> ToolCall:
-    """Build a call of OpenCode's ``task`` tool whose child conversation runs ``script_name``.
-
-    The child's first user message is the ``prompt`` argument, which carries the
-    ``[[script:script_name]]`` marker, so the child picks that script.
-    """
-    prompt = f"Subtask: {description}. {script_marker(script_name)}"
-    return ToolCall(
-        "task",
-        {"description": description, "prompt": prompt, "subagent_type": subagent_type},
-    )
-
-
-# ----------------------------------------------------------------------- recording
-
-
-@dataclass(frozen=True)
-class ModelRequest:
-    """An immutable snapshot of one recorded request.
-
-    Attributes:
-        index: Position of the request in arrival order (0-based).
-        path: The HTTP request target.
-        session_id: Value of the ``x-opencode-session-id`` header, if any; older
-            releases send the session id only as ``x-session-id`` (1.18.3) or
-            ``x-session-affinity`` (1.15.13, 1.14.48); 1.3.2 sends none.
-        script: Script name from the first user message's marker, if any.
-        step: Index of the step selected (the number of assistant messages in the
-            request); ``None`` for title and malformed requests.
-        is_title: The request had no ``tools`` (OpenCode's title generation).
-        kind: How the request was answered.
-        tool_names: Names of the tools called in the answer, if any.
-        started_at: ``time.monotonic()`` when the request had been read.
-        ended_at: ``time.monotonic()`` when the response ended, ``None`` while open.
-        disconnected: The client dropped the connection before the response ended.
-        body: The parsed JSON request body (shared, do not mutate).
-    """
-
-    index: int
-    path: str
-    session_id: str | None
-    script: str | None
-    step: int | None
-    is_title: bool
-    kind: RequestKind
-    tool_names: tuple[str, ...]
-    started_at: float
-    ended_at: float | None
-    disconnected: bool
-    body: Mapping[str, Any] = field(repr=False)
-
-    @property
-    def open(self) -> bool:
-        """Whether the response is still in progress."""
-        return self.ended_at is None
-
-    def describe(self) -> str:
-        """One line for error messages."""
-        state = "open" if self.open else ("disconnected" if self.disconnected else "done")
-        return (
-            f"#{self.index} session={self.session_id} script={self.script} step={self.step}"
-            f" kind={self.kind} {state}"
-        )
-
-
-@dataclass
-class _Record:
-    """Mutable counterpart of `ModelRequest`, guarded by the server lock."""
-
-    index: int
-    path: str
-    session_id: str | None
-    script: str | None
-    step: int | None
-    is_title: bool
-    kind: RequestKind
-    tool_names: tuple[str, ...]
-    started_at: float
-    body: Mapping[str, Any]
-    ended_at: float | None = None
-    disconnected: bool = False
-
-    def snapshot(self) -> ModelRequest:
-        return ModelRequest(
-            index=self.index,
-            path=self.path,
-            session_id=self.session_id,
-            script=self.script,
-            step=self.step,
-            is_title=self.is_title,
-            kind=self.kind,
-            tool_names=self.tool_names,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-            disconnected=self.disconnected,
-            body=self.body,
-        )
-
-
-class _ClientGone(Exception):
-    """The client closed the connection while we were answering."""
-
-
-# --------------------------------------------------------------------- helpers
-
-
-def _message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
-        ]
-        return "\n".join(texts)
-    return ""
-
-
-def _find_script(messages: Sequence[Any]) -> str | None:
-    for message in messages:
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            match = SCRIPT_MARKER_RE.search(_message_text(message))
-            return match.group(1) if match else None
-    return None
-
-
-def _count_assistant(messages: Sequence[Any]) -> int:
-    return sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
-
-
-def _id_set(session_ids: Iterable[str] | None) -> set[str] | None:
-    if session_ids is None:
-        return None
-    if isinstance(session_ids, str):  # a single id, not an iterable of characters
-        return {session_ids}
-    return set(session_ids)
-
-
-def _chunks(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _sse(payload: Mapping[str, Any] | str) -> bytes:
-    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-    return f"data: {data}\n\n".encode()
-
-
-def _usage(prompt_chars: int, completion_chars: int) -> dict[str, int]:
-    prompt_tokens = max(1, prompt_chars // 4)
-    completion_tokens = max(1, completion_chars // 4)
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-
-
-class _Responder:
-    """Writes one HTTP response through h11 and tracks the client's presence."""
-
-    def __init__(
-        self,
-        conn: h11.Connection,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:
-        self.conn = conn
-        self.reader = reader
-        self.writer = writer
-        self.gone = asyncio.Event()
-        self._watcher: asyncio.Task[None] | None = None
-
-    def watch(self) -> None:
-        """Start watching the socket for end of file (= client disconnect)."""
-        self._watcher = asyncio.create_task(self._watch_eof())
-
-    async def _watch_eof(self) -> None:
-        try:
-            while await self.reader.read(_READ_SIZE):
-                pass  # nothing more is expected on a Connection: close exchange
-        except (ConnectionError, OSError):
-            pass
-        self.gone.set()
-
-    async def stop_watching(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-
-    async def send(self, event: h11.Event) -> None:
-        if self.gone.is_set() or self.writer.is_closing():
-            raise _ClientGone
-        data = self.conn.send(event)
-        if data:
-            try:
-                self.writer.write(data)
-                await self.writer.drain()
-            except (ConnectionError, OSError) as exc:
-                self.gone.set()
-                raise _ClientGone from exc
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep, but raise `_ClientGone` as soon as the client disconnects."""
-        if seconds <= 0:
-            if self.gone.is_set():
-                raise _ClientGone
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.gone.wait(), seconds)
-        if self.gone.is_set():
-            raise _ClientGone
-
-
-# ----------------------------------------------------------------------- server
 
 
 class ScriptedModelServer:
@@ -437,7 +60,7 @@ class ScriptedModelServer:
         self._changed = threading.Condition(self._lock)
         self._scripts: dict[str, tuple[Step, ...]] = {}
         self._session_scripts: dict[str, str] = {}
-        self._records: list[_Record] = []
+        self._records: list[Record] = []
         self._listeners: set[Callable[[], None]] = set()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -562,14 +185,14 @@ class ScriptedModelServer:
 
     def open_requests(self, session_ids: Iterable[str] | None = None) -> list[ModelRequest]:
         """Requests whose response is still in progress (optionally of some sessions)."""
-        wanted = _id_set(session_ids)
+        wanted = id_set(session_ids)
         return [r for r in self.requests if r.open and (wanted is None or r.session_id in wanted)]
 
     def requests_after(
         self, t: float, session_ids: Iterable[str] | None = None
     ) -> list[ModelRequest]:
         """Requests that started after monotonic time ``t`` (optionally of some sessions)."""
-        wanted = _id_set(session_ids)
+        wanted = id_set(session_ids)
         return [
             r
             for r in self.requests
@@ -644,14 +267,14 @@ class ScriptedModelServer:
         for listener in list(self._listeners):
             listener()
 
-    def _add_record(self, **fields: Any) -> _Record:
+    def _add_record(self, **fields: Any) -> Record:
         with self._lock:
-            record = _Record(index=len(self._records), **fields)
+            record = Record(index=len(self._records), **fields)
             self._records.append(record)
             self._notify_locked()
             return record
 
-    def _finish_record(self, record: _Record, *, disconnected: bool) -> None:
+    def _finish_record(self, record: Record, *, disconnected: bool) -> None:
         with self._lock:
             record.ended_at = time.monotonic()
             record.disconnected = disconnected
@@ -669,9 +292,9 @@ class ScriptedModelServer:
         try:
             request = await self._read_request(conn, reader)
             if request is not None:
-                responder = _Responder(conn, reader, writer)
+                responder = Responder(conn, reader, writer)
                 await self._dispatch(request[0], request[1], responder)
-        except (h11.ProtocolError, ConnectionError, OSError, _ClientGone):
+        except (h11.ProtocolError, ConnectionError, OSError, ClientGone):
             pass
         finally:
             if task is not None:
@@ -689,7 +312,7 @@ class ScriptedModelServer:
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                conn.receive_data(await reader.read(_READ_SIZE))
+                conn.receive_data(await reader.read(READ_SIZE))
             elif isinstance(event, h11.Request):
                 request = event
             elif isinstance(event, h11.Data):
@@ -699,7 +322,7 @@ class ScriptedModelServer:
             else:  # ConnectionClosed, PAUSED, ...
                 return None
 
-    async def _dispatch(self, request: h11.Request, body: bytes, out: _Responder) -> None:
+    async def _dispatch(self, request: h11.Request, body: bytes, out: Responder) -> None:
         method = request.method.decode("ascii", "replace").upper()
         path = request.target.decode("ascii", "replace").split("?", 1)[0]
         if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
@@ -710,7 +333,7 @@ class ScriptedModelServer:
         else:
             await self._send_json(out, 404, {"error": {"message": f"no route {method} {path}"}})
 
-    async def _send_json(self, out: _Responder, status: int, payload: object) -> None:
+    async def _send_json(self, out: Responder, status: int, payload: object) -> None:
         raw = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
         content_type = b"text/plain" if isinstance(payload, str) else b"application/json"
         await out.send(
@@ -729,19 +352,19 @@ class ScriptedModelServer:
     def _select_step(
         self, messages: Sequence[Any], is_title: bool, session_id: str | None = None
     ) -> tuple[str | None, int | None, Step | None]:
-        script = _find_script(messages)
+        script = find_script(messages)
         if script is None and session_id is not None:
             with self._lock:
                 script = self._session_scripts.get(session_id)
         if is_title:
             return script, None, None
-        index = _count_assistant(messages)
+        index = count_assistant(messages)
         with self._lock:
             steps = self._scripts.get(script) if script is not None else None
         step = steps[index] if steps is not None and index < len(steps) else None
         return script, index, step
 
-    async def _chat(self, request: h11.Request, body: bytes, out: _Responder) -> None:
+    async def _chat(self, request: h11.Request, body: bytes, out: Responder) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
         path = request.target.decode("ascii", "replace")
         session_id = (
@@ -796,14 +419,14 @@ class ScriptedModelServer:
                 await self._answer_plain(step, payload, out)
             else:
                 await self._answer_stream(step, payload, body, out)
-        except _ClientGone:
+        except ClientGone:
             disconnected = True
         finally:
             await out.stop_watching()
             self._finish_record(record, disconnected=disconnected or out.gone.is_set())
 
     async def _answer_stream(
-        self, step: Step, payload: Mapping[str, Any], body: bytes, out: _Responder
+        self, step: Step, payload: Mapping[str, Any], body: bytes, out: Responder
     ) -> None:
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = str(payload.get("model") or _MODEL_NAME)
@@ -818,7 +441,7 @@ class ScriptedModelServer:
                 "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
             }
             obj.update(extra)
-            return _sse(obj)
+            return sse(obj)
 
         await out.send(
             h11.Response(
@@ -840,14 +463,14 @@ class ScriptedModelServer:
             text = step.text
         elif isinstance(step, Hang):
             text = step.text_before
-        for i, piece in enumerate(_chunks(text, chunk_size)):
+        for i, piece in enumerate(chunks(text, chunk_size)):
             if i:
                 await out.sleep(delay)
             await out.send(h11.Data(data=chunk({"content": piece})))
 
         if isinstance(step, Hang):
             await out.gone.wait()
-            raise _ClientGone
+            raise ClientGone
 
         finish = "stop"
         completion_chars = len(text)
@@ -867,21 +490,21 @@ class ScriptedModelServer:
                     ]
                 }
                 await out.send(h11.Data(data=chunk(delta)))
-        usage = _usage(len(body), completion_chars)
+        usage = token_usage(len(body), completion_chars)
         if isinstance(step, Text | ToolCalls) and step.prompt_tokens is not None:
             usage["prompt_tokens"] = step.prompt_tokens
             usage["total_tokens"] = step.prompt_tokens + usage["completion_tokens"]
         await out.send(h11.Data(data=chunk({}, finish, usage=usage)))
-        await out.send(h11.Data(data=_sse("[DONE]")))
+        await out.send(h11.Data(data=sse("[DONE]")))
         await out.send(h11.EndOfMessage())
 
-    async def _answer_plain(self, step: Step, payload: Mapping[str, Any], out: _Responder) -> None:
+    async def _answer_plain(self, step: Step, payload: Mapping[str, Any], out: Responder) -> None:
         """Answer a ``stream: false`` request with one ``chat.completion`` object."""
         if isinstance(step, Hang):
             await out.send(h11.Response(status_code=200, headers=[(b"connection", b"close")]))
             out.watch()
             await out.gone.wait()
-            raise _ClientGone
+            raise ClientGone
         message: dict[str, Any] = {"role": "assistant", "content": None}
         finish = "stop"
         if isinstance(step, Text):
@@ -903,6 +526,6 @@ class ScriptedModelServer:
             "created": int(time.time()),
             "model": str(payload.get("model") or _MODEL_NAME),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": _usage(0, len(str(message.get("content") or ""))),
+            "usage": token_usage(0, len(str(message.get("content") or ""))),
         }
         await self._send_json(out, 200, completion)
