@@ -99,10 +99,9 @@ def test_the_exceptions_import_no_algorithm() -> None:
     assert modules()["adapter._exceptions"] <= {"adapter._stop_report"}
 
 
-def test_no_module_outside_testing_is_a_monolith() -> None:
+def test_no_module_is_a_monolith() -> None:
     sizes = {
         path.relative_to(PACKAGE).as_posix(): len(path.read_text().splitlines())
         for path in PACKAGE.rglob("*.py")
-        if "testing" not in path.parts
     }
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
