@@ -62,7 +62,7 @@ class ScriptRunner:
         self._state = state
         self._ids = ids
         self._settings = settings
-        self._emit = state._bus.emit
+        self._emit = state.bus.emit
         self.writer = MessageWriter(state, ids, settings)
         self.tools = ToolSteps(state, self.writer, ids, self.enqueue_prompt)
         self.scripts: dict[str, tuple[Step, ...]] = {"default": (Text("ok"),)}
@@ -169,7 +169,7 @@ class ScriptRunner:
         if session._finishing:
             # Measured on 1.18.34: a prompt that arrives once the run's loop decided to
             # end (its last step finished) is echoed after the run's idle, and starts a
-            # second run (see :meth:`_admit_deferred`).
+            # second run (see :meth:`admit_deferred`).
             session._deferred.append((prompt, admit))
         else:
             admit()

@@ -122,7 +122,7 @@ class SessionRoutes:
         self._runner = runner
         self._ids = ids
         self._settings = settings
-        self._emit = state._bus.emit
+        self._emit = state.bus.emit
         self._body = router.body
         table = router.table
         table.add("POST", "/session", self._post_session)
@@ -466,7 +466,7 @@ class SessionRoutes:
         info["time"] = {**info["time"], "updated": now_ms()}
         session.info = info
         self._state.directory_of[session.id] = directory
-        self._state._bus.notify()
+        self._state.bus.notify()
         return httpx.Response(204)
 
     async def _summarize(self, request: httpx.Request, session: FakeSession) -> httpx.Response:

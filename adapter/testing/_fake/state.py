@@ -24,7 +24,8 @@ class FakeState:
 
     def __init__(self, ids: IdMinter, bus: EventBus, directory_of: dict[str, str]) -> None:
         self._ids = ids
-        self._bus = bus
+        self.bus = bus
+        """Where the state's changes are announced."""
         self._emit = bus.emit
         self.closed = False
         """The server was closed: nothing runs any more."""
@@ -143,7 +144,7 @@ class FakeState:
         if emit:
             self._emit("session.status", {"sessionID": session.id, "status": status})
         else:
-            self._bus.notify()
+            self.bus.notify()
 
     def set_idle(self, session: FakeSession) -> None:
         self.set_status(session, IDLE)

@@ -103,7 +103,7 @@ class ToolSteps:
         self._writer = writer
         self._ids = ids
         self._enqueue = enqueue
-        self._emit = state._bus.emit
+        self._emit = state.bus.emit
 
     async def play(self, run: Run, step: Tool | Task | Permission | Question) -> bool:
         """Play a tool step; whether the run goes on (a rejected request stops it)."""

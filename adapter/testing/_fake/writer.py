@@ -46,7 +46,7 @@ class MessageWriter:
         self._state = state
         self._ids = ids
         self._settings = settings
-        self._emit = state._bus.emit
+        self._emit = state.bus.emit
         self._calls = 0
 
     def store_user_message(self, run: Run, part: JSON) -> str:

@@ -40,7 +40,7 @@ _MODEL_NAME: Final = "fake-model"
 
 
 class ScriptedModelServer:
-    """OpenAI-compatible scripted model server on 127.0.0.1 (see module docstring).
+    """OpenAI-compatible scripted model server on 127.0.0.1 (see :mod:`adapter.testing._model`).
 
     Use as ``with ScriptedModelServer() as model: ...`` or call :meth:`start` and
     :meth:`close` yourself. All public methods are thread-safe.
