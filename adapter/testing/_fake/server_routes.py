@@ -14,17 +14,16 @@ import httpx
 
 from .events import EventBus
 from .http import Router
-from .records import FakeSession, Settings
+from .records import Settings
 from .state import FakeState
 from .wire import (
-    JSON,
     OPENCODE_VERSION,
     HttpError,
     expected_prefix,
     invalid,
     js,
     json_response,
-    not_found,
+    session_not_found,
 )
 
 
@@ -109,9 +108,8 @@ class ServerRoutes:
         session_id, request_id = params
         if not session_id.startswith("ses"):
             return self._router.unexpected_error()
-        session: FakeSession | None = self._state.sessions.get(session_id)
-        if session is None:
-            return not_found(f"Session not found: {session_id}")
+        if session_id not in self._state.sessions:
+            return session_not_found(session_id)
         body = await self._router.body(request)
         return self._reply_permission(request_id, body.get("response"), None)
 
@@ -162,7 +160,7 @@ class ServerRoutes:
         kind: Literal["permission", "question"],
         request_id: str,
         directory: str | None,
-        said: JSON,
+        said: dict[str, Any],
         result: Any,
     ) -> httpx.Response:
         """Answer a pending request of ``kind`` with ``result``: its ``replied`` event

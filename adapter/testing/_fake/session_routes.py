@@ -33,6 +33,7 @@ from .wire import (
     not_found,
     now_ms,
     resolve_directory,
+    session_not_found,
 )
 
 _PART_TYPES = ("text", "file", "agent", "subtask")
@@ -164,7 +165,7 @@ class SessionRoutes:
                 return self._router.unexpected_error()
             session = self._state.sessions.get(session_id)
             if session is None:
-                return not_found(f"Session not found: {session_id}")
+                return session_not_found(session_id)
             return await handler(request, session)
 
         return route

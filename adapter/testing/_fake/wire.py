@@ -59,6 +59,10 @@ def not_found(message: str) -> httpx.Response:
     return json_response(404, {"name": "NotFoundError", "data": {"message": message}})
 
 
+def session_not_found(session_id: str) -> httpx.Response:
+    return not_found(f"Session not found: {session_id}")
+
+
 def js(value: Any) -> str:
     """``value`` as the real server's validation messages print it (``JSON.stringify``)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
