@@ -99,6 +99,8 @@ class Router:
         parts = [p for p in path.split("/") if p]
         found = self.table.match(method, parts)
         if found is None:
+            # An unrouted path (the real server serves its web UI there). Under
+            # /session/{id}/ the fake has always answered without a content type.
             if len(parts) >= 2 and parts[0] == "session":
                 return httpx.Response(404, content=b"404 Not Found")
             return httpx.Response(
