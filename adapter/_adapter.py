@@ -2,10 +2,20 @@
 
 It owns the pieces and wires them together; each concept lives in its own
 module: the shared core (:mod:`._core`), the event pump (:mod:`._pump`),
-session ownership (:mod:`._ownership`), requests (:mod:`._requests`), turns
-(:mod:`._turns`), native-to-canonical translation (:mod:`._translate`), the
-interrupt (:mod:`._interrupt`), and each thread's lifecycle
+session ownership (:mod:`._ownership`), requests (:mod:`._requests`), a
+turn's output (:mod:`._output`), turns (:mod:`._turns`), native-to-canonical
+translation (:mod:`._translate`), the interrupt (:mod:`._interrupt`), what the
+threads hear of the stream (:mod:`._pump_sink`), and each thread's lifecycle
 (:mod:`._lifecycle`, drawn in ``docs/interrupt.md``).
+
+Data flows one way. The layers, bottom to top (a module imports only below it):
+the thread's state (:mod:`._thread`, with :mod:`._lifecycle` and the event hub
+:mod:`._stream`); the core; ownership and requests; output; turns; translation,
+the interrupt and the pump's sink; this facade. The pump sits low, beside the
+client: it reports to the ``StreamSink`` interface it defines. No module is
+handed a callback into this facade or the translator: a request whose thread
+ownership found comes back through its ``routed`` queue, which this facade
+reads (:meth:`OpenCodeAdapter._translate_routed`).
 """
 
 from __future__ import annotations
@@ -46,11 +56,12 @@ from ._interrupt import Interrupts
 from ._lifecycle import Lifecycle
 from ._lifecycle_phases import ThreadPhase
 from ._logging import get_logger
-from ._models import Message
 from ._native import NativeEvent
+from ._output import Output
 from ._ownership import Ownership
 from ._permissions import PermissionRule, Permissions, describe, permission_rules
 from ._pump import EventPump
+from ._pump_sink import PumpSink
 from ._recorder import DEFAULT_RECORDER_BYTES, NativeRecorder, NativeRecording
 from ._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
 from ._requests import Requests
@@ -58,10 +69,9 @@ from ._resume import fork_into, parse_cursor
 from ._server_process import ServerProcess
 from ._session_tree import SessionTree, build_tree
 from ._stream import DEFAULT_MAX_QUEUE, EventStream
-from ._thread import ThreadState
+from ._thread import ThreadState, TreeMembership
 from ._timeouts import Timeouts, resolve_timeouts
 from ._translate import Translator
-from ._turn import Turn
 from ._turns import Turns
 
 __all__ = ["OpenCodeAdapter"]
@@ -148,7 +158,7 @@ class OpenCodeAdapter:
         )
         self._server: ServerProcess | None = None
         self._core = core = AdapterCore(
-            base_url=lambda: self.base_url,
+            base_url=base_url,
             password=password,
             transport=transport,
             timeouts=self._timeouts,
@@ -161,10 +171,12 @@ class OpenCodeAdapter:
                 event_history_bytes=event_history_bytes,
             ),
         )
-        self._ownership = Ownership(core, self._redispatch)
-        self._requests = Requests(core, self._ownership.route_request)
-        self._turns = Turns(core, self._replay)
-        self._translator = Translator(core, self._ownership, self._requests, self._turns)
+        # Built bottom-up: each is given only what is below it, and none calls back up.
+        self._ownership = Ownership(core)
+        self._requests = Requests(core, self._ownership)
+        output = Output(core, self._ownership, self._requests)
+        self._turns = Turns(core, output)
+        self._translator = Translator(core, self._ownership, self._requests, self._turns, output)
         # Off by default: the pump then calls the translator directly, at no cost.
         self._recording: NativeRecording | None = None
         self._on_event: Callable[[NativeEvent], None] = self._translator.handle
@@ -212,7 +224,9 @@ class OpenCodeAdapter:
                 ready_timeout=self._timeouts.server_ready,
             )
             await self._server.start()
+            self._core.base_url = self._server.base_url
             self._core.tasks.spawn(self._watch_server(self._server), name="server-watch")
+        self._core.tasks.spawn(self._translate_routed(), name="routed-requests")
         return self
 
     async def __aexit__(
@@ -406,11 +420,9 @@ class OpenCodeAdapter:
             scope=core.tasks.scope(f"thread:{thread_id}"),
             model=model,
             permissions=describe(permissions) if permissions is not None else None,
+            title=title,
+            tree=TreeMembership(sessions={session_id: None}, parents={session_id: None}),
         )
-        thread.sessions[session_id] = None
-        thread.parents[session_id] = None
-        if title is not None:
-            thread.title = title
         core.threads[thread_id] = thread
         core.owner[session_id] = thread
         core.strangers.clear()  # a new root can make yesterday's strangers ours
@@ -556,16 +568,16 @@ class OpenCodeAdapter:
         await self._wait_ready(thread)
         statuses = await thread.client.status()
         root = thread.session_id
-        titles = dict(thread.titles)
+        titles = dict(thread.tree.titles)
         if thread.title:
             titles.setdefault(root, thread.title)
         return build_tree(
             thread.thread_id,
             root,
-            {root: None, **thread.parents},
+            {root: None, **thread.tree.parents},
             statuses,
             titles=titles,
-            born=thread.sessions,
+            born=thread.tree.sessions,
         )
 
     # -- requests --------------------------------------------------------------
@@ -639,7 +651,7 @@ class OpenCodeAdapter:
         if isinstance(num_turns, bool) or not isinstance(num_turns, int) or num_turns < 1:
             raise InvalidInputError("num_turns must be a positive integer")
         thread = self._core.get(thread_id)
-        if thread.turn is not None or thread.stop is not None:
+        if thread.turn is not None or thread.interrupts.stop is not None:
             raise InvalidInputError("cannot roll back while a turn is running")
         messages = (await self.read_thread(thread_id)).messages
         starts = turn_starts(messages, thread.ledger.user_turns())
@@ -664,57 +676,24 @@ class OpenCodeAdapter:
         pump = self._pumps.get(directory)
         if pump is None:
             core = self._core
-            pump = EventPump(
-                directory,
-                client,
-                on_event=self._on_event,
-                on_lost=lambda exc: self._stream_lost(directory, exc),
-                on_restored=lambda: self._stream_restored(directory, client),
-                on_skipped=lambda kind, count, reason: self._events_skipped(
-                    directory, kind, count, reason
-                ),
-                should_run=lambda: not core.closed and not core.server_dead,
-            )
+            sink = PumpSink(core, directory, client, self._on_event, self._requests, self._turns)
+            pump = EventPump(directory, client, sink)
             self._pumps[directory] = pump
             core.tasks.spawn(pump.run(), name=f"pump:{directory}")
         return pump
 
-    def _redispatch(self, event: NativeEvent) -> None:
-        # Ownership and turns are built before the translator they call back into.
-        self._on_event(event)
-
-    def _replay(self, thread: ThreadState, turn: Turn, messages: Sequence[Message]) -> None:
-        self._translator.replay(thread, turn, messages)
-
-    def _stream_lost(self, directory: str | None, exc: Exception) -> None:
-        for thread in self._core.threads_in(directory):
-            self._core.emit(
-                RuntimeWarningEvent(
-                    thread_id=thread.thread_id,
-                    turn_id=thread.lifecycle.turn_id,
-                    message=f"event stream lost, reconnecting: {exc}",
-                )
-            )
-
-    def _events_skipped(self, directory: str | None, kind: str, count: int, reason: str) -> None:
-        """Native events the pump could not read or translate (``docs/reliability.md``)."""
-        plural = "event" if count == 1 else "events"
-        message = f"skipped {count} native {plural} of type {kind!r}: {reason}"
-        for thread in self._core.threads_in(directory):
-            self._core.emit(
-                RuntimeWarningEvent(
-                    thread_id=thread.thread_id,
-                    turn_id=thread.lifecycle.turn_id,
-                    message=message,
-                    error_name="NativeEventError",
-                )
-            )
-
-    def _stream_restored(self, directory: str | None, client: OpenCodeClient) -> None:
-        """The stream has no replay: requests and turns are brought up to date."""
-        self._core.tasks.spawn(self._requests.recover(client, after_outage=True), name="recover")
-        for thread in self._core.threads_in(directory):
-            self._turns.after_outage(thread)
+    async def _translate_routed(self) -> None:
+        """Requests whose thread an ancestry lookup found (:mod:`._ownership`) are
+        translated here, as that thread's, through the same path as the stream's."""
+        routed = self._ownership.routed
+        while True:
+            event = await routed.get()
+            if self._core.closed:
+                continue
+            try:
+                self._on_event(event)
+            except Exception as exc:  # one bad request must not stop the others
+                _log.error("adapter.routed_request_failed", error=repr(exc)[:300])
 
     async def _watch_server(self, server: ServerProcess) -> None:
         await server.exited.wait()
@@ -732,11 +711,11 @@ class OpenCodeAdapter:
             )
             thread.lifecycle.begin_close()
             thread.closed.set()
-            if thread.stop is not None and not thread.stop.future.done():
-                thread.stop.future.set_exception(ServerExitedError(message))
-                thread.stop.future.exception()
-            if thread.submitting is not None:
-                thread.submitting.cancel()
+            if thread.interrupts.stop is not None and not thread.interrupts.stop.future.done():
+                thread.interrupts.stop.future.set_exception(ServerExitedError(message))
+                thread.interrupts.stop.future.exception()
+            if thread.submission.task is not None:
+                thread.submission.task.cancel()
             thread.scope.cancel()
             core.forget(thread)
             thread.lifecycle.closed("server exited")

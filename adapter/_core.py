@@ -66,18 +66,21 @@ class AdapterCore:
     def __init__(
         self,
         *,
-        base_url: Callable[[], str | None],
+        base_url: str | None,
         password: str | None,
         transport: httpx.AsyncBaseTransport | None,
         timeouts: Timeouts,
         limits: Limits,
     ) -> None:
-        self._base_url = base_url
+        #: The server's URL: given, or set by the facade once the server it started is up.
+        self.base_url = base_url
         self.password = password
         self.transport = transport
         self.timeouts = timeouts
         self.limits = limits
         self.hub = EventHub(limits.event_history, limits.event_history_bytes)
+        #: The canonical fan-out (the hub's own method: one call less per event).
+        self.emit: Callable[[Event], None] = self.hub.emit
         self.tasks = TaskOwner("opencode-adapter")
         self.clients: dict[str | None, OpenCodeClient] = {}
         self.threads: dict[str, ThreadState] = {}
@@ -91,13 +94,6 @@ class AdapterCore:
         self.closed = False
         self.closing = asyncio.Event()
         self.server_dead = False
-
-    @property
-    def base_url(self) -> str | None:
-        return self._base_url()
-
-    def emit(self, event: Event) -> None:
-        self.hub.emit(event)
 
     def get(self, thread_id: str, *, allow_closing: bool = False) -> ThreadState:
         if self.closed:
@@ -132,7 +128,7 @@ class AdapterCore:
         """Drop a thread from the registry and its sessions from the owner map."""
         if self.threads.get(thread.thread_id) is thread:
             del self.threads[thread.thread_id]
-        for sid in list(thread.sessions):
+        for sid in list(thread.tree.sessions):
             if self.owner.get(sid) is thread:
                 del self.owner[sid]
         thread.closed.set()

@@ -53,19 +53,19 @@ class Interrupts:
     # -- interrupt_turn --------------------------------------------------------------
 
     async def interrupt(self, thread: ThreadState, turn_id: str | None) -> InterruptResult:
-        stop = thread.stop
+        stop = thread.interrupts.stop
         if stop is not None:
             return await asyncio.shield(stop.future)
         active = thread.turn
         if turn_id is not None and (active is None or active.turn_id != turn_id):
-            last = thread.last_interrupt
+            last = thread.interrupts.last
             if last is not None and last.turn_id == turn_id:
                 return last
             return InterruptResult(
                 turn_id=turn_id, stop=None, partial=PartialResult.empty(thread.session_id, turn_id)
             )
         stop = Stop(turn=active, future=asyncio.get_running_loop().create_future())
-        thread.stop = stop
+        thread.interrupts.stop = stop
         thread.lifecycle.begin_stop()
         self._core.tasks.spawn(self._run(thread, stop), name=f"stop:{thread.thread_id}")
         return await asyncio.shield(stop.future)
@@ -75,8 +75,8 @@ class Interrupts:
         try:
             result = await self._stop_tree_of(thread, stop)
         except BaseException as exc:
-            if thread.stop is stop:
-                thread.stop = None
+            if thread.interrupts.stop is stop:
+                thread.interrupts.stop = None
             if not thread.closing:
                 thread.ledger.stop_failed()
                 thread.lifecycle.stop_done()  # the turn (if any) runs on
@@ -100,11 +100,11 @@ class Interrupts:
             if not isinstance(exc, Exception):
                 raise
             return
-        if thread.stop is stop:
-            thread.stop = None
+        if thread.interrupts.stop is stop:
+            thread.interrupts.stop = None
         if stop.future.done():
             return  # the server's death settled it already
-        thread.last_interrupt = result
+        thread.interrupts.last = result
         if turn is not None:
             thread.lifecycle.end_turn(
                 turn, TurnEnding("aborted", reason=INTERRUPTED_BY_USER, partial=result.partial)
@@ -118,7 +118,7 @@ class Interrupts:
         core = self._core
         timeouts = core.timeouts
         # A prompt still on its way would start work behind the abort: cancel it first.
-        submitting = thread.submitting
+        submitting = thread.submission.task
         if submitting is not None and not submitting.done():
             submitting.cancel()
             await asyncio.wait([submitting])
@@ -151,7 +151,7 @@ class Interrupts:
         # and its inner sessions again a little later: else OpenCode starts one more
         # model step in each session whose subagents are cancelled under it (see
         # _stop_tree's docstring and docs/interrupt.md).
-        known = [(sid, parent) for sid, parent in thread.parents.items() if parent is not None]
+        known = [(sid, parent) for sid, parent in thread.tree.parents.items() if parent is not None]
         report: StopReport = await stop_tree(
             thread.client,
             thread.session_id,
@@ -164,7 +164,7 @@ class Interrupts:
             abort_root_twice=True,
         )
         for sid in report.session_ids:
-            if sid not in thread.sessions:
+            if sid not in thread.tree.sessions:
                 self._ownership.adopt(thread, sid, report[sid].parent_id)
         stopped = [s.session_id for s in report if s.outcome != "failed"]
         withdrawn = self._requests.cancel_in(thread, stopped, stop.turn_id)
@@ -189,7 +189,7 @@ class Interrupts:
             if s.outcome != "not_found"
             and (
                 s.session_id == thread.session_id
-                or thread.sessions.get(s.session_id) == turn.turn_id
+                or thread.tree.sessions.get(s.session_id) == turn.turn_id
             )
         ]
         for s in mine:
@@ -227,11 +227,11 @@ class Interrupts:
             return
         thread.closed.set()  # releases sends waiting on a stop: they end as cancelled
         try:
-            if thread.submitting is not None and not thread.submitting.done():
-                thread.submitting.cancel()
-                await asyncio.wait([thread.submitting])
-            if thread.stop is not None:
-                await asyncio.wait([thread.stop.future])
+            if thread.submission.task is not None and not thread.submission.task.done():
+                thread.submission.task.cancel()
+                await asyncio.wait([thread.submission.task])
+            if thread.interrupts.stop is not None:
+                await asyncio.wait([thread.interrupts.stop.future])
             if not self._core.server_dead:
                 await self._teardown(thread)
         finally:
@@ -239,7 +239,7 @@ class Interrupts:
                 r
                 for r in (
                     self._requests.cancel(thread, rid, thread.lifecycle.turn_id)
-                    for rid in list(thread.pending)
+                    for rid in list(thread.requests.pending)
                 )
                 if r is not None
             ]
@@ -272,7 +272,7 @@ class Interrupts:
                 verify=False,
                 root_abort=root_abort,
                 # The same tactic as a Stop: no extra model step while the thread closes.
-                known=[(sid, parent) for sid, parent in thread.parents.items() if parent],
+                known=[(sid, parent) for sid, parent in thread.tree.parents.items() if parent],
                 abort_root_twice=True,
             )
         except (OpenCodeError, TimeoutError) as exc:

@@ -26,7 +26,7 @@ prompt" standing in for "first seen while it was active".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -130,6 +130,21 @@ class MessageLedger:
         if entry is None or entry.late:
             return None
         return entry.turn_id
+
+    def output_of(self, turn_id: str) -> Callable[[str], bool]:
+        """Whether a message's output is ``turn_id``'s (the collector's ``belongs``)."""
+        return lambda message_id: self.turn_of(message_id) == turn_id
+
+    def spend_of(self, turn_id: str) -> Callable[[str], bool]:
+        """Whether a root message's spend is ``turn_id``'s (the collector's ``counts``):
+        its turn's even when its output is late (the step OpenCode starts as it is
+        stopped costs tokens too)."""
+
+        def counts(message_id: str) -> bool:
+            entry = self._entries.get(message_id)
+            return entry is not None and entry.turn_id == turn_id
+
+        return counts
 
     def place_stored(
         self, messages: Sequence[Message], turn_id: str, first_prompt_id: str | None

@@ -12,12 +12,15 @@ lookup is retried with backoff and, if the thread still cannot be found, the
 request is surfaced to the host as a ``runtime.warning`` carrying it. A request
 answered (elsewhere) while its lookup runs is dropped, and a lookup left with
 nothing to deliver stops: a prompt nobody waits for would be worse than none.
+
+A request whose thread was found is put on :attr:`Ownership.routed`, not handed
+back to the translator: the adapter, which owns the translation loop, reads the
+queue and translates it like any event of the thread. This module never calls up.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._core import AdapterCore
@@ -51,9 +54,10 @@ class _Lookup:
 
 
 class Ownership:
-    def __init__(self, core: AdapterCore, redispatch: Callable[[NativeEvent], None]) -> None:
+    def __init__(self, core: AdapterCore) -> None:
         self._core = core
-        self._redispatch = redispatch
+        #: Requests whose thread a lookup found, to be translated as that thread's.
+        self.routed: asyncio.Queue[PermissionAsked | QuestionAsked] = asyncio.Queue()
         #: The lookups in flight (or waiting for a permit), per session.
         self._lookups: dict[str, _Lookup] = {}
         self._permits = asyncio.Semaphore(2)
@@ -70,13 +74,13 @@ class Ownership:
         raw: NativeEvent | None = None,
     ) -> None:
         """Make ``session_id`` part of ``thread``'s tree (announced once, as ``child.started``)."""
-        if session_id in thread.sessions:
+        if session_id in thread.tree.sessions:
             return
         turn = thread.turn
-        thread.sessions[session_id] = turn.turn_id if turn else None
-        thread.parents[session_id] = parent_id
+        thread.tree.sessions[session_id] = turn.turn_id if turn else None
+        thread.tree.parents[session_id] = parent_id
         if title:
-            thread.titles[session_id] = title
+            thread.tree.titles[session_id] = title
         self._core.owner[session_id] = thread
         if turn is not None:
             turn.collector.add_session(session_id, parent_id)
@@ -182,7 +186,7 @@ class Ownership:
             self.adopt(thread, sid, parent)
         if not core.closed:
             for event in list(lookup.requests.values()):  # the unanswered ones
-                self._redispatch(event)
+                self.routed.put_nowait(event)
 
     def _unroutable(self, event: PermissionAsked | QuestionAsked, error: str) -> None:
         """Never drop a request silently: every thread that could own it hears of it."""

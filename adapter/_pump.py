@@ -4,21 +4,23 @@ Why its own module: the stream is shared by every thread of a directory, and
 its concerns (reconnecting with backoff, noticing an outage and its end,
 parsing each native event exactly once, surviving a malformed event) have
 nothing to do with threads. The pump knows none: it hands each parsed event,
-the start of an outage and its end to the callbacks it was given.
+the start of an outage and its end to the :class:`StreamSink` it was given, an
+interface this module owns (the adapter implements it above, in
+:mod:`adapter._pump_sink`), so the pump never imports what it reports to.
 
 It never dies while it should run:
 
 * A native event that cannot be read (:mod:`adapter._event_wire`: not strict
   JSON, not an event object, nested too deep), parsed (:func:`parse_native`) or
-  translated (``on_event`` raised) is skipped and counted in :attr:`bad_events`.
-  ``on_skipped`` hears of it at most once per type per
+  translated (``handle`` raised) is skipped and counted in :attr:`bad_events`.
+  ``skipped`` hears of it at most once per type per
   :data:`SKIP_REPORT_INTERVAL`: the first skip at once, the others of the window
   with their count when it ends. Types beyond :data:`MAX_REPORTED_TYPES` in a
   window are reported together as ``other``, so a flood of invented types costs
   bounded memory and warnings.
 * Anything else that goes wrong while reading (the stream is lost, or the pump
-  itself fails: a bug) is an outage: ``on_lost`` once, reconnection with
-  tenacity's backoff, ``on_restored`` once reconnected, so the threads are
+  itself fails: a bug) is an outage: ``lost`` once, reconnection with
+  tenacity's backoff, ``restored`` once reconnected, so the threads are
   reconciled. The backoff grows while connections fail to open, or while the
   pump fails on each one at once (a bug that recurs costs a few requests, not a
   loop); it starts again after a connection that lasted :data:`_STABLE_AFTER`
@@ -33,6 +35,7 @@ import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
@@ -43,7 +46,7 @@ from ._logging import get_logger
 from ._native import NativeEvent, parse_native
 from ._unicode import well_formed
 
-__all__ = ["MAX_REPORTED_TYPES", "SKIP_REPORT_INTERVAL", "EventPump"]
+__all__ = ["MAX_REPORTED_TYPES", "SKIP_REPORT_INTERVAL", "EventPump", "StreamSink"]
 
 _log = get_logger("adapter.pump")
 
@@ -58,6 +61,25 @@ _FIRST_WAIT = 0.1
 _MAX_WAIT = 5.0
 _STABLE_AFTER = 1.0
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class StreamSink(Protocol):
+    """What one pump reports to; it knows nothing else of the adapter."""
+
+    def handle(self, event: NativeEvent) -> None:
+        """One parsed native event (may raise: the event is then skipped)."""
+
+    def lost(self, error: Exception) -> None:
+        """The stream is down (once per outage)."""
+
+    def restored(self) -> None:
+        """The stream is up again after an outage."""
+
+    def skipped(self, kind: str, count: int, reason: str) -> None:
+        """``count`` events of type ``kind`` were skipped (throttled per type)."""
+
+    def running(self) -> bool:
+        """Whether the pump should go on (``False`` once the adapter closes)."""
 
 
 @dataclass(slots=True)
@@ -112,29 +134,20 @@ class _SkipReports:
 
 
 class EventPump:
-    """Reads one directory's event stream until ``should_run`` says stop."""
+    """Reads one directory's event stream until its sink says stop."""
 
-    def __init__(
-        self,
-        directory: str | None,
-        client: OpenCodeClient,
-        *,
-        on_event: Callable[[NativeEvent], None],
-        on_lost: Callable[[Exception], None],
-        on_restored: Callable[[], None],
-        on_skipped: Callable[[str, int, str], None],
-        should_run: Callable[[], bool],
-    ) -> None:
+    def __init__(self, directory: str | None, client: OpenCodeClient, sink: StreamSink) -> None:
         self.directory = directory
         self.client = client
         self.connected = asyncio.Event()
         self.bad_events = 0
         self.reconnects = 0
-        self._on_event = on_event
-        self._on_lost = on_lost
-        self._on_restored = on_restored
-        self._should_run = should_run
-        self._skips = _SkipReports(on_skipped)
+        # Bound once: the first runs for every event.
+        self._on_event = sink.handle
+        self._on_lost = sink.lost
+        self._on_restored = sink.restored
+        self._should_run = sink.running
+        self._skips = _SkipReports(sink.skipped)
         self._outage = False
 
     async def run(self) -> None:

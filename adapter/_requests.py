@@ -16,12 +16,13 @@ OpenCode 1.18.34: a request of an aborted run stays listed by
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from ._answers import Answers, wire_answers
 from ._client import OpenCodeClient
 from ._core import AdapterCore
-from ._events import RequestOpened, RequestResolved, UserInputRequested, UserInputResolved
+from ._events import Event, RequestOpened, RequestResolved, UserInputRequested, UserInputResolved
 from ._exceptions import NotFoundError, OpenCodeError, UnknownRequestError
 from ._logging import get_logger
 from ._mapping import DECISION_FOR_REPLY, permission_reply_for
@@ -36,87 +37,60 @@ from ._native import (
 )
 from ._thread import OpenRequest, ThreadState
 
-__all__ = ["Requests"]
+__all__ = ["RequestRouter", "Requests"]
 
 _log = get_logger("adapter.requests")
 
 
+class RequestRouter(Protocol):
+    """Finds the thread of a request whose session no thread owns yet (ownership)."""
+
+    def route_request(self, event: PermissionAsked | QuestionAsked) -> None: ...
+
+
 class Requests:
-    def __init__(
-        self, core: AdapterCore, route: Callable[[PermissionAsked | QuestionAsked], None]
-    ) -> None:
+    def __init__(self, core: AdapterCore, router: RequestRouter) -> None:
         self._core = core
-        self._route = route
+        self._router = router
 
     # -- from the stream ----------------------------------------------------------
 
     def opened(self, thread: ThreadState, event: PermissionAsked | QuestionAsked) -> None:
         request_id = event.request_id
-        if request_id in thread.pending or request_id in self._core.answered:
+        pending = thread.requests.pending
+        if request_id in pending or request_id in self._core.answered:
             return  # a duplicate, one recovered already, or answered while recovering
-        turn_id = thread.lifecycle.turn_id
+        common = _announced(thread, event)
         if isinstance(event, PermissionAsked):
-            thread.pending[request_id] = OpenRequest(
+            request = OpenRequest(
                 "permission", request_id, event.session_id, call_id=event.tool_call_id
             )
-            self._core.emit(
-                RequestOpened(
-                    thread_id=thread.thread_id,
-                    turn_id=turn_id,
-                    request_id=request_id,
-                    session_id=event.session_id,
-                    permission=event.permission,
-                    patterns=event.patterns,
-                    raw=event.raw,
-                )
+            opened: Event = RequestOpened(
+                **common, permission=event.permission, patterns=event.patterns
             )
         else:
-            thread.pending[request_id] = OpenRequest(
+            request = OpenRequest(
                 "question", request_id, event.session_id, event.questions, _asking_call(event)
             )
-            self._core.emit(
-                UserInputRequested(
-                    thread_id=thread.thread_id,
-                    turn_id=turn_id,
-                    request_id=request_id,
-                    session_id=event.session_id,
-                    questions=event.questions,
-                    raw=event.raw,
-                )
-            )
+            opened = UserInputRequested(**common, questions=event.questions)
+        pending[request_id] = request
+        self._core.emit(opened)
 
     def resolved(
         self, thread: ThreadState, event: PermissionReplied | QuestionReplied | QuestionRejected
     ) -> None:
         self._core.answered.add(event.request_id)
-        if thread.pending.pop(event.request_id, None) is None:
+        if thread.requests.pending.pop(event.request_id, None) is None:
             return
-        turn_id = thread.lifecycle.turn_id
+        common = _announced(thread, event)
         if isinstance(event, PermissionReplied):
             decision = DECISION_FOR_REPLY.get(event.reply, "decline") if event.reply else None
-            self._core.emit(
-                RequestResolved(
-                    thread_id=thread.thread_id,
-                    turn_id=turn_id,
-                    request_id=event.request_id,
-                    session_id=event.session_id,
-                    decision=decision,
-                    raw=event.raw,
-                )
-            )
+            self._core.emit(RequestResolved(**common, decision=decision))
         else:
             replied = isinstance(event, QuestionReplied)
-            self._core.emit(
-                UserInputResolved(
-                    thread_id=thread.thread_id,
-                    turn_id=turn_id,
-                    request_id=event.request_id,
-                    session_id=event.session_id,
-                    decision="answered" if replied else "rejected",
-                    answers=event.answers if isinstance(event, QuestionReplied) else (),
-                    raw=event.raw,
-                )
-            )
+            answers = event.answers if isinstance(event, QuestionReplied) else ()
+            decision = "answered" if replied else "rejected"
+            self._core.emit(UserInputResolved(**common, decision=decision, answers=answers))
 
     # -- withdrawn ----------------------------------------------------------------
 
@@ -124,7 +98,7 @@ class Requests:
         self, thread: ThreadState, request_id: str, turn_id: str | None
     ) -> OpenRequest | None:
         """Forget an open request nobody can answer any more, and say so (``cancelled``)."""
-        pending = thread.pending.pop(request_id, None)
+        pending = thread.requests.pending.pop(request_id, None)
         if pending is None:
             return None
         self._core.answered.add(request_id)
@@ -149,7 +123,7 @@ class Requests:
         never answered: its run was aborted (elsewhere), and the call ended ``error``
         "Tool execution aborted" (3 of 3) while OpenCode keeps listing the request.
         The host must not keep showing it."""
-        for request_id, pending in list(thread.pending.items()):
+        for request_id, pending in list(thread.requests.pending.items()):
             if pending.call_id == call_id and pending.session_id == session_id:
                 self.cancel(thread, request_id, thread.lifecycle.turn_id)
 
@@ -159,7 +133,7 @@ class Requests:
         """Cancel the open requests of these (stopped) sessions; returns them."""
         stopped = set(sessions)
         cancelled: list[OpenRequest] = []
-        for request_id, pending in list(thread.pending.items()):
+        for request_id, pending in list(thread.requests.pending.items()):
             if pending.session_id in stopped:
                 request = self.cancel(thread, request_id, turn_id)
                 if request is not None:
@@ -209,7 +183,7 @@ class Requests:
             (held, request_id)
             for held in (core.threads.values() if after_outage else ())
             if held.client is client
-            for request_id in held.pending
+            for request_id in held.requests.pending
         ]
         try:
             listed = await client.pending_requests()
@@ -254,43 +228,56 @@ class Requests:
             if thread is not None:
                 self.opened(thread, event)
             elif not core.closed:
-                self._route(event)
+                self._router.route_request(event)
 
     # -- answers from the host ----------------------------------------------------------
 
     async def respond(self, thread: ThreadState, request_id: str, decision: str) -> None:
         reply = permission_reply_for(decision)
-        pending = thread.pending.get(request_id)
-        if pending is None or pending.kind != "permission":
-            raise UnknownRequestError(thread.thread_id, request_id)
-        try:
-            await thread.client.permission_reply(request_id, reply)
-        except NotFoundError:
-            thread.pending.pop(request_id, None)
-            raise UnknownRequestError(thread.thread_id, request_id) from None
+        self._held(thread, request_id, "permission")
+        await self._send(thread, request_id, thread.client.permission_reply(request_id, reply))
 
     async def answer(self, thread: ThreadState, request_id: str, answers: Answers) -> None:
-        pending = thread.pending.get(request_id)
-        if pending is None or pending.kind != "question":
-            raise UnknownRequestError(thread.thread_id, request_id)
+        pending = self._held(thread, request_id, "question")
         ordered = wire_answers(pending.questions, answers)  # nothing sent if they don't fit
-        try:
-            await thread.client.question_reply(request_id, ordered)
-        except NotFoundError:
-            thread.pending.pop(request_id, None)
-            raise UnknownRequestError(thread.thread_id, request_id) from None
+        await self._send(thread, request_id, thread.client.question_reply(request_id, ordered))
 
     async def reject(self, thread: ThreadState, request_id: str) -> None:
         """Decline a question request: the asking tool call fails and its run stops
         (measured on 1.18.34; ``question.rejected`` then resolves it here)."""
-        pending = thread.pending.get(request_id)
-        if pending is None or pending.kind != "question":
+        self._held(thread, request_id, "question")
+        await self._send(thread, request_id, thread.client.question_reject(request_id))
+
+    @staticmethod
+    def _held(thread: ThreadState, request_id: str, kind: str) -> OpenRequest:
+        """The thread's open request of this kind, else :class:`UnknownRequestError`."""
+        pending = thread.requests.pending.get(request_id)
+        if pending is None or pending.kind != kind:
             raise UnknownRequestError(thread.thread_id, request_id)
+        return pending
+
+    @staticmethod
+    async def _send(thread: ThreadState, request_id: str, reply: Awaitable[object]) -> None:
+        """Send the host's reply; a request the server no longer has is forgotten."""
         try:
-            await thread.client.question_reject(request_id)
+            await reply
         except NotFoundError:
-            thread.pending.pop(request_id, None)
+            thread.requests.pending.pop(request_id, None)
             raise UnknownRequestError(thread.thread_id, request_id) from None
+
+
+def _announced(
+    thread: ThreadState,
+    event: PermissionAsked | QuestionAsked | PermissionReplied | QuestionReplied | QuestionRejected,
+) -> dict[str, Any]:
+    """What every request event of the thread says: whose, which, and the native event."""
+    return {
+        "thread_id": thread.thread_id,
+        "turn_id": thread.lifecycle.turn_id,
+        "request_id": event.request_id,
+        "session_id": event.session_id,
+        "raw": event.raw,
+    }
 
 
 def _asking_call(event: QuestionAsked) -> str | None:

@@ -1,5 +1,17 @@
 """What the adapter holds for one thread: its session tree, messages, open requests
-and pending stop. Its phase and active turn live in its :class:`Lifecycle`."""
+and pending stop. Its phase and active turn live in its :class:`Lifecycle`.
+
+Why the parts: each concept owns its share of a thread and is the only module
+that changes it, so a reader finds every write of a field in one module:
+
+* :class:`TreeMembership` (which sessions are the thread's): :mod:`adapter._ownership`;
+* :class:`OpenRequests` (requests the host may answer): :mod:`adapter._requests`;
+* :class:`InterruptState` (the pending stop, the last result): :mod:`adapter._interrupt`;
+* :class:`Submission` (the prompt being sent, one at a time): :mod:`adapter._turns`.
+
+Everything else reads them. The start of a thread (the facade) seeds the tree
+with its root.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +32,15 @@ from ._turn import Turn
 if TYPE_CHECKING:
     from ._client import OpenCodeClient
 
-__all__ = ["OpenRequest", "Stop", "ThreadState"]
+__all__ = [
+    "InterruptState",
+    "OpenRequest",
+    "OpenRequests",
+    "Stop",
+    "Submission",
+    "ThreadState",
+    "TreeMembership",
+]
 
 
 @dataclass(eq=False)
@@ -48,6 +68,40 @@ class OpenRequest:
     call_id: str | None = None
 
 
+@dataclass(eq=False, slots=True)
+class TreeMembership:
+    """The thread's session tree as adopted so far (changed by :mod:`adapter._ownership`)."""
+
+    #: Every session of this thread (root included) -> the turn it was born in.
+    sessions: dict[str, str | None] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    #: Titles of the tree's sessions, as their ``session.created`` said.
+    titles: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(eq=False, slots=True)
+class OpenRequests:
+    """Requests of the tree still open, by id (changed by :mod:`adapter._requests`)."""
+
+    pending: dict[str, OpenRequest] = field(default_factory=dict)
+
+
+@dataclass(eq=False, slots=True)
+class InterruptState:
+    """The stop under way, if any, and the last one's result (:mod:`adapter._interrupt`)."""
+
+    stop: Stop | None = None
+    last: InterruptResult | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Submission:
+    """The prompt being sent, one at a time (changed by :mod:`adapter._turns`)."""
+
+    task: asyncio.Task[None] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
 @dataclass(eq=False)
 class ThreadState:
     thread_id: str
@@ -58,21 +112,28 @@ class ThreadState:
     scope: TaskScope
     model: str | None = None
     permissions: str | tuple[PermissionRule, ...] | None = None
-    stop: Stop | None = None
-    submitting: asyncio.Task[None] | None = None
-    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    title: str | None = None
     closed: asyncio.Event = field(default_factory=asyncio.Event)  # closing: releases waiters
     finished: asyncio.Event = field(default_factory=asyncio.Event)  # stopped and announced
-    title: str | None = None
-    # Tree membership: every session of this thread (root included) -> the turn it was born in.
-    sessions: dict[str, str | None] = field(default_factory=dict)
-    parents: dict[str, str | None] = field(default_factory=dict)
-    #: Titles of the tree's sessions, as their ``session.created`` said.
-    titles: dict[str, str] = field(default_factory=dict)
+    tree: TreeMembership = field(default_factory=TreeMembership)
     ledger: MessageLedger = field(default_factory=MessageLedger)
     compactions: CompactionLedger = field(default_factory=CompactionLedger)
-    pending: dict[str, OpenRequest] = field(default_factory=dict)
-    last_interrupt: InterruptResult | None = None
+    requests: OpenRequests = field(default_factory=OpenRequests)
+    interrupts: InterruptState = field(default_factory=InterruptState)
+    submission: Submission = field(default_factory=Submission)
+
+    # Read-only views, for readers of one field.
+    @property
+    def parents(self) -> Mapping[str, str | None]:
+        return self.tree.parents
+
+    @property
+    def pending(self) -> Mapping[str, OpenRequest]:
+        return self.requests.pending
+
+    @property
+    def stop(self) -> Stop | None:
+        return self.interrupts.stop
 
     @property
     def turn(self) -> Turn | None:

@@ -39,9 +39,9 @@ from ._input import Prompt
 from ._lifecycle import TurnEnding
 from ._lifecycle_phases import TurnPhase
 from ._logging import get_logger
-from ._membership import MessageLedger
 from ._models import Message, SessionStatus
 from ._native import MessageUpdated
+from ._output import Output
 from ._partial_collector import PartialCollector
 from ._records import TurnStart
 from ._thread import ThreadState
@@ -66,14 +66,12 @@ _MESSAGE_ABORTED = "MessageAbortedError"
 #: (an idle lost without an outage would otherwise leave it running).
 QUIET_CHECK_AFTER = 30.0
 
-Replay = Callable[[ThreadState, Turn, Sequence[Message]], None]
-
 
 class Turns:
-    def __init__(self, core: AdapterCore, replay: Replay) -> None:
+    def __init__(self, core: AdapterCore, output: Output) -> None:
         self._core = core
-        #: Emits output the stream did not deliver, from stored messages (translator).
-        self._replay = replay
+        #: Emits output the stream did not deliver, from stored messages.
+        self._output = output
         #: How often the watchdog looks (tests shorten it).
         self.watch_interval = 1.0
         self.quiet_check_after = QUIET_CHECK_AFTER
@@ -89,7 +87,7 @@ class Turns:
     ) -> TurnStart:
         """Start a turn, or add a prompt to the running one (a steer)."""
         core = self._core
-        async with thread.send_lock:
+        async with thread.submission.lock:
             await self._wait_for_stop(thread)
             turn = thread.turn
             new_turn = turn is None
@@ -101,8 +99,8 @@ class Turns:
                     collector=PartialCollector(
                         thread.session_id,
                         max_output_bytes=core.limits.max_output_bytes,
-                        belongs=lambda message_id: ledger.turn_of(message_id) == turn_id,
-                        counts=lambda message_id: _spent_in(ledger, message_id) == turn_id,
+                        belongs=ledger.output_of(turn_id),
+                        counts=ledger.spend_of(turn_id),
                     ),
                     scope=core.tasks.scope(f"turn:{thread.thread_id}"),
                 )
@@ -120,7 +118,7 @@ class Turns:
                 name=f"submit:{thread.thread_id}",
                 log_errors=False,
             )
-            thread.submitting = submission
+            thread.submission.task = submission
             try:
                 await asyncio.wait([submission])
             except asyncio.CancelledError:
@@ -128,8 +126,8 @@ class Turns:
                 self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
                 raise
             finally:
-                if thread.submitting is submission:
-                    thread.submitting = None
+                if thread.submission.task is submission:
+                    thread.submission.task = None
             if submission.cancelled():
                 self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
                 raise TurnCancelledError(
@@ -157,7 +155,7 @@ class Turns:
         (``turn.aborted``); a steer is forgotten (its turn goes on)."""
         if turn.prompts.get(message_id) is False:
             del turn.prompts[message_id]
-        if thread.turn is not turn or thread.stop is not None:
+        if thread.turn is not turn or thread.interrupts.stop is not None:
             return
         if new_turn and not turn.prompts:
             thread.lifecycle.end_turn(turn, TurnEnding("aborted", reason=reason))
@@ -217,7 +215,7 @@ class Turns:
         while True:
             if thread.closing:
                 raise TurnCancelledError(f"thread {thread.thread_id} was stopped")
-            stop = thread.stop
+            stop = thread.interrupts.stop
             if stop is None:
                 return
             closed: asyncio.Future[Any] = asyncio.ensure_future(thread.closed.wait())
@@ -243,7 +241,7 @@ class Turns:
             event.role,
             event.parent_id,
             active_turn_id=thread.lifecycle.turn_id,
-            stopping=thread.stop is not None,
+            stopping=thread.interrupts.stop is not None,
             summary=event.summary,
         )
         turn = thread.turn
@@ -262,7 +260,7 @@ class Turns:
         if finished and event.parent_id is not None:
             turn.answered.add(event.parent_id)
         error = event.error
-        if error is not None and thread.stop is None:
+        if error is not None and thread.interrupts.stop is None:
             if error.name == _MESSAGE_ABORTED:
                 # Aborted by someone else (another client, the TUI): decided on the
                 # turn's own message, so a late acknowledgement of an earlier stop
@@ -282,7 +280,7 @@ class Turns:
             turn.idle_before_echo
             and turn.phase is TurnPhase.STREAMING
             and turn.run_finished
-            and thread.stop is None
+            and thread.interrupts.stop is None
         ):
             turn.idle_before_echo = False
             thread.lifecycle.advance(turn, TurnPhase.SETTLING)
@@ -322,7 +320,7 @@ class Turns:
 
     def root_idle(self, thread: ThreadState) -> None:
         turn = thread.turn
-        if turn is None or thread.stop is not None or thread.closing:
+        if turn is None or thread.interrupts.stop is not None or thread.closing:
             return  # between turns, or the stop's (or the teardown's) to settle
         turn.touch()
         turn.idles += 1
@@ -336,7 +334,7 @@ class Turns:
 
     def root_error(self, thread: ThreadState, name: str, message: str) -> None:
         """``session.error`` of the root (not tied to a message)."""
-        stop = thread.stop
+        stop = thread.interrupts.stop
         if name == _MESSAGE_ABORTED:
             if stop is not None:
                 stop.acknowledged.set()  # our abort landed
@@ -377,7 +375,7 @@ class Turns:
 
     def after_outage(self, thread: ThreadState) -> None:
         turn = thread.turn
-        if turn is not None and thread.stop is None:
+        if turn is not None and thread.interrupts.stop is None:
             turn.scope.spawn(self._settle(thread, turn, outage=True), name="reconcile")
 
     async def _ask(
@@ -432,7 +430,7 @@ class Turns:
         while True:
             idles = turn.idles
             status = await self._status(thread.client, thread)
-            if thread.turn is not turn or thread.stop is not None:
+            if thread.turn is not turn or thread.interrupts.stop is not None:
                 return
             if status is None:
                 self._status_unanswered(thread, turn)
@@ -452,7 +450,7 @@ class Turns:
             except OpenCodeError as exc:
                 _log.warning("adapter.reconcile_failed", thread_id=thread.thread_id, error=str(exc))
                 return  # the watchdog looks again
-            if thread.turn is not turn or thread.stop is not None:
+            if thread.turn is not turn or thread.interrupts.stop is not None:
                 return
             self.absorb_stored(thread, turn, messages)
         if turn.phase is TurnPhase.AWAITING_ECHO:
@@ -528,7 +526,7 @@ class Turns:
                     turn.error = (info.error.name, info.error.message or info.error.name)
                     turn.error_for = info.parent_id
         turn.collector.reconcile(thread.session_id, messages)
-        self._replay(thread, turn, messages)
+        self._output.replay(thread, turn, messages)
 
     def _end_settled(self, thread: ThreadState, turn: Turn) -> None:
         if turn.aborted_elsewhere:
@@ -586,7 +584,7 @@ class Turns:
         timeouts = self._core.timeouts
         while thread.turn is turn:
             await asyncio.sleep(self.watch_interval)
-            if thread.turn is not turn or thread.stop is not None:
+            if thread.turn is not turn or thread.interrupts.stop is not None:
                 continue
             if turn.held:
                 await self._release_held(thread, turn)
@@ -607,12 +605,12 @@ class Turns:
         """A turn held by a failed stop ends once its whole tree is idle: the root was
         aborted, and nothing of the tree runs any more, so nothing is left to stop."""
         statuses = await self._ask(thread, thread.client.status, "GET /session/status")
-        if thread.turn is not turn or thread.stop is not None or not turn.held:
+        if thread.turn is not turn or thread.interrupts.stop is not None or not turn.held:
             return
         if statuses is None:
             self._server_unavailable(thread, turn, "GET /session/status")
             return
-        tree = turn.held_tree.union(thread.sessions)
+        tree = turn.held_tree.union(thread.tree.sessions)
         if any(statuses[sid].is_busy for sid in tree if sid in statuses):
             return
         self._end(
@@ -629,7 +627,7 @@ class Turns:
         messages = await self._ask(
             thread, lambda: thread.client.messages(thread.session_id), "GET /session/{id}/message"
         )
-        if thread.turn is not turn or thread.stop is not None:
+        if thread.turn is not turn or thread.interrupts.stop is not None:
             return
         if messages is None:
             self._server_unavailable(thread, turn, "GET /session/{id}/message")
@@ -639,7 +637,7 @@ class Turns:
             await self._settle(thread, turn, outage=False)
             return
         status = await self._status(thread.client, thread)
-        if thread.turn is not turn or thread.stop is not None:
+        if thread.turn is not turn or thread.interrupts.stop is not None:
             return
         if status is not None and status.is_busy:
             # The root is working (on a run before our prompt, or on it while its
@@ -666,7 +664,7 @@ class Turns:
         await self._settle(thread, turn, outage=False)
         if (
             thread.turn is not turn
-            or thread.stop is not None
+            or thread.interrupts.stop is not None
             or turn.phase is not TurnPhase.SETTLING
         ):
             return
@@ -682,13 +680,6 @@ class Turns:
                 error_name="NoAnswer",
             ),
         )
-
-
-def _spent_in(ledger: MessageLedger, message_id: str) -> str | None:
-    """The turn whose spend a root message is: its turn even when its output is late
-    (the step OpenCode starts as it is stopped costs tokens too)."""
-    entry = ledger.get(message_id)
-    return entry.turn_id if entry is not None else None
 
 
 def _epoch_seconds(value: float | None) -> float | None:

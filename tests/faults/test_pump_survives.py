@@ -17,6 +17,7 @@ import adapter._pump as pump_module
 from adapter import Event, RuntimeWarningEvent
 from adapter._event_wire import MAX_EVENT_DEPTH
 from adapter._exceptions import RequestError
+from adapter._native import NativeEvent
 from adapter._pump import EventPump
 from adapter._translate import Translator
 from adapter.testing.fake import FakeOpenCodeServer, Text
@@ -312,15 +313,24 @@ class _Client:
 async def test_the_pump_stops_restarting_once_it_should_no_longer_run(fail: Exception) -> None:
     client = _Client(fail)
     lost: list[Exception] = []
-    pump = EventPump(
-        None,
-        client,  # type: ignore[arg-type]
-        on_event=lambda event: None,
-        on_lost=lost.append,
-        on_restored=lambda: None,
-        on_skipped=lambda kind, count, reason: None,
-        should_run=lambda: client.opened < 3,
-    )
+
+    class Sink:
+        def handle(self, event: NativeEvent) -> None:
+            pass
+
+        def lost(self, error: Exception) -> None:
+            lost.append(error)
+
+        def restored(self) -> None:
+            pass
+
+        def skipped(self, kind: str, count: int, reason: str) -> None:
+            pass
+
+        def running(self) -> bool:
+            return client.opened < 3
+
+    pump = EventPump(None, client, Sink())  # type: ignore[arg-type]
     await asyncio.wait_for(pump.run(), 10)  # returns, raises nothing
     assert client.opened == 3
     assert len(lost) == 1 and isinstance(lost[0], RequestError)
