@@ -105,3 +105,62 @@ def test_no_module_is_a_monolith() -> None:
         for path in PACKAGE.rglob("*.py")
     }
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+#: Each part of a thread's state, and the one module that changes it (``adapter/_thread.py``).
+THREAD_PARTS: dict[str, str] = {
+    "tree": "_ownership",
+    "requests": "_requests",
+    "interrupts": "_interrupt",
+    "submission": "_turns",
+}
+_MUTATORS = {"pop", "clear", "update", "setdefault", "popitem", "__setitem__", "__delitem__"}
+
+
+def _written_part(node: ast.AST) -> str | None:
+    """The thread part a statement changes (``x.<part>.<field> = ...``,
+    ``x.<part>.<field>[k] = ...``, ``del ...``, ``x.<part>.<field>.pop(...)``)."""
+
+    def part_of(target: ast.expr) -> str | None:
+        while isinstance(target, ast.Subscript):
+            target = target.value
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Attribute)
+            and target.value.attr in THREAD_PARTS
+        ):
+            return target.value.attr
+        return None
+
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign | ast.Delete):
+        targets = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        targets = [node.target]
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _MUTATORS
+    ):
+        targets = [node.func.value]
+    for target in targets:
+        found = part_of(target)
+        if found is not None:
+            return found
+    return None
+
+
+def test_each_part_of_a_thread_is_changed_by_its_own_concept_only() -> None:
+    assert set(THREAD_PARTS) <= {
+        node.target.id
+        for node in ast.walk(ast.parse((PACKAGE / "_thread.py").read_text()))
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }, "the thread parts are fields of ThreadState"
+    strays = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            part = _written_part(node)
+            if part is not None and path.stem != THREAD_PARTS[part]:
+                line = getattr(node, "lineno", 0)
+                strays.append(f"{path.relative_to(PACKAGE)}:{line} changes {part}")
+    assert strays == []
