@@ -124,6 +124,10 @@ class ThreadState:
 
     # Read-only views, for readers of one field.
     @property
+    def sessions(self) -> Mapping[str, str | None]:
+        return self.tree.sessions
+
+    @property
     def parents(self) -> Mapping[str, str | None]:
         return self.tree.parents
 
