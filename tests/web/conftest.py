@@ -1,17 +1,23 @@
-"""The web app over the adapter on the fake server (``tests/conftest.py``: ``fake``, ``oc``)."""
+"""The web app over the adapter on the fake server (``tests/conftest.py``: ``fake``, ``rec``).
+
+The fixtures are factories where a test needs several of a thing (``open_events``,
+``run_turn``), so no test repeats the set-up of its streams or turns.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import httpx
 import pytest
 from starlette.applications import Starlette
 
 from adapter import OpenCodeAdapter, Timeouts
-from adapter.testing.fake import FakeOpenCodeServer
+from adapter.testing.fake import FakeOpenCodeServer, Step
 from adapter.web import create_app
-from tests.web.support import SseClient
+from tests.adapter_support import Recorder
+from tests.web.support import SseClient, T, open_stream
 
 
 @pytest.fixture
@@ -42,3 +48,36 @@ async def streams(app: Starlette) -> AsyncIterator[list[SseClient]]:
     yield opened
     for sse in opened:
         await sse.aclose()
+
+
+#: Opens an SSE client of the test's app (``open_stream`` with the app, adapter and streams bound).
+OpenEvents = Callable[..., Awaitable[SseClient]]
+
+#: Runs a scripted turn on thread ``T`` to its completion; its turn id.
+RunTurn = Callable[[str, Sequence[Step]], Awaitable[str]]
+
+
+@pytest.fixture
+def open_events(app: Starlette, oc: OpenCodeAdapter, streams: list[SseClient]) -> OpenEvents:
+    return functools.partial(open_stream, app, oc, streams)
+
+
+@pytest.fixture
+async def thread(client: httpx.AsyncClient, rec: Recorder) -> str:
+    """Thread ``T``, created through the app once ``rec`` records (it sees the start)."""
+    await client.post("/threads", json={"thread_id": T})
+    return T
+
+
+@pytest.fixture
+def run_turn(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
+) -> RunTurn:
+    async def run(name: str, steps: Sequence[Step]) -> str:
+        fake.script(name, list(steps))
+        sent = await client.post(f"/threads/{thread}/turns", json={"text": f"[[script:{name}]]"})
+        turn_id = str(sent.json()["turn_id"])
+        await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
+        return turn_id
+
+    return run

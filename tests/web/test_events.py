@@ -8,13 +8,17 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from starlette.applications import Starlette
+import pytest
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
 from adapter.web import create_app
 from tests.adapter_support import Recorder
+from tests.web.conftest import OpenEvents, RunTurn
 from tests.web.support import Frame, SseClient, T, open_stream, serves_the_stream, subscribers
+
+#: Every test streams thread ``T``, created through the app first.
+pytestmark = pytest.mark.usefixtures("thread")
 
 
 def recorded_ids(rec: Recorder, thread_id: str = T) -> list[str]:
@@ -25,29 +29,23 @@ def ids(frames: list[Frame]) -> list[str | None]:
     return [f.id for f in frames]
 
 
-async def completed_turn(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, name: str
-) -> str:
-    fake.script(name, [Text(f"{name} says hello in several words")])
-    turn_id = (
-        await client.post(f"/threads/{T}/turns", json={"text": f"[[script:{name}]]"})
-    ).json()["turn_id"]
-    await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
-    return str(turn_id)
+async def completed_turn(run_turn: RunTurn, name: str) -> str:
+    return await run_turn(name, [Text(f"{name} says hello in several words")])
+
+
+@pytest.fixture
+async def history(run_turn: RunTurn, rec: Recorder) -> list[str]:
+    """The thread's event ids after a first completed turn."""
+    await completed_turn(run_turn, "first")
+    return recorded_ids(rec)
 
 
 async def test_each_frame_is_one_event_of_the_thread(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, client: httpx.AsyncClient, run_turn: RunTurn, rec: Recorder
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
-    sse = await open_stream(app, oc, streams)
+    sse = await open_events()
     await client.post("/threads", json={"thread_id": "other"})  # not this stream's
-    turn_id = await completed_turn(client, fake, rec, "hello")
+    turn_id = await completed_turn(run_turn, "hello")
     frames = await sse.until("turn.completed")
     for frame in frames:
         data = frame.json()
@@ -61,16 +59,10 @@ async def test_each_frame_is_one_event_of_the_thread(
 
 
 async def test_the_stream_ends_when_the_thread_exits_and_leaves_nothing_behind(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, oc: OpenCodeAdapter
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
     baseline = subscribers(oc)
-    sse = await open_stream(app, oc, streams)
+    sse = await open_events()
     assert subscribers(oc) == baseline + 1
     await oc.stop_session(T)
     frames = await sse.until("session.exited")
@@ -81,17 +73,14 @@ async def test_the_stream_ends_when_the_thread_exits_and_leaves_nothing_behind(
 
 
 async def test_a_client_that_goes_away_leaves_no_subscription_or_task(
-    app: Starlette,
+    open_events: OpenEvents,
     oc: OpenCodeAdapter,
     client: httpx.AsyncClient,
     fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
 ) -> None:
     fake.script("hang", [Hang()])
-    await client.post("/threads", json={"thread_id": T})
     baseline = subscribers(oc)
-    sse = await open_stream(app, oc, streams)
+    sse = await open_events()
     await client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})
     assert (await sse.next()) is not None  # streaming
     await sse.disconnect()
@@ -103,22 +92,14 @@ async def test_a_client_that_goes_away_leaves_no_subscription_or_task(
 
 
 async def test_last_event_id_resumes_exactly_after_that_event(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, run_turn: RunTurn, rec: Recorder, history: list[str]
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
-    await completed_turn(client, fake, rec, "first")
-    history = recorded_ids(rec)
     resume_after = history[history.index(rec.of("turn.started", T)[0].event_id) + 2]
-    sse = await open_stream(app, oc, streams, headers={"Last-Event-ID": resume_after})
+    sse = await open_events(headers={"Last-Event-ID": resume_after})
     replayed = await sse.until("turn.completed")
     assert ids(replayed) == history[history.index(resume_after) + 1 :]
     # then live, with nothing doubled across the seam
-    await completed_turn(client, fake, rec, "second")
+    await completed_turn(run_turn, "second")
     live = await sse.until("turn.completed")
     everything = ids(replayed + live)
     assert len(everything) == len(set(everything))
@@ -126,56 +107,32 @@ async def test_last_event_id_resumes_exactly_after_that_event(
 
 
 async def test_the_after_query_resumes_like_the_header(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, rec: Recorder, history: list[str]
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
-    await completed_turn(client, fake, rec, "first")
-    history = recorded_ids(rec)
     started = rec.of("turn.started", T)[0].event_id
-    sse = await open_stream(app, oc, streams, f"/threads/{T}/events?after={started}")
+    sse = await open_events(f"/threads/{T}/events?after={started}")
     replayed = await sse.until("turn.completed")
     assert ids(replayed) == history[history.index(started) + 1 :]
 
 
 async def test_replay_draws_the_turn_so_far_and_a_reconnect_id_wins_over_it(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, rec: Recorder, history: list[str]
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
-    await completed_turn(client, fake, rec, "first")
-    history = recorded_ids(rec)
-    sse = await open_stream(app, oc, streams, f"/threads/{T}/events?replay=1")
+    sse = await open_events(f"/threads/{T}/events?replay=1")
     replayed = await sse.until("turn.completed")
     assert ids(replayed) == history
     assert replayed[0].event == "session.started"
     started = rec.of("turn.started", T)[0].event_id
-    again = await open_stream(
-        app, oc, streams, f"/threads/{T}/events?replay=1", headers={"Last-Event-ID": started}
-    )
+    again = await open_events(f"/threads/{T}/events?replay=1", headers={"Last-Event-ID": started})
     resumed = await again.until("turn.completed")
     assert ids(resumed) == history[history.index(started) + 1 :]
 
 
+@pytest.mark.usefixtures("history")
 async def test_an_id_outside_the_window_starts_with_a_gap_frame(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, rec: Recorder
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
-    await completed_turn(client, fake, rec, "first")
-    sse = await open_stream(app, oc, streams, headers={"Last-Event-ID": "evt_long_gone"})
+    sse = await open_events(headers={"Last-Event-ID": "evt_long_gone"})
     gap = await sse.next()
     assert gap is not None and gap.event == "stream.gap"
     data = gap.json()
@@ -188,23 +145,14 @@ async def test_an_id_outside_the_window_starts_with_a_gap_frame(
 
 
 async def test_a_client_that_falls_behind_gets_a_gap_then_the_end_and_catches_up(
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    oc: OpenCodeAdapter, run_turn: RunTurn, rec: Recorder, streams: list[SseClient]
 ) -> None:
     app = create_app(oc, max_queue=3, ping=0)
-    await client.post("/threads", json={"thread_id": T})
     baseline = subscribers(oc)
     slow = await open_stream(app, oc, streams, slow=True)
-    fake.script(
+    await run_turn(
         "burst", [Text("one two"), Tool("bash", {"command": "ls"}, output="x"), Text("end")]
     )
-    turn_id = (await client.post(f"/threads/{T}/turns", json={"text": "[[script:burst]]"})).json()[
-        "turn_id"
-    ]
-    await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
     mine = recorded_ids(rec)
     assert len(mine) > 10, "the turn must produce more events than the queue holds"
     slow.resume()
@@ -242,16 +190,10 @@ async def test_a_client_that_falls_behind_gets_a_gap_then_the_end_and_catches_up
 
 
 async def test_a_stop_shows_on_the_stream_as_stopping_then_aborted(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     fake.script("hang", [Hang()])
-    await client.post("/threads", json={"thread_id": T})
-    sse = await open_stream(app, oc, streams)
+    sse = await open_events()
     turn_id = (await client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})).json()[
         "turn_id"
     ]
@@ -266,7 +208,6 @@ async def test_a_stop_shows_on_the_stream_as_stopping_then_aborted(
 async def test_a_head_request_opens_no_subscription(
     client: httpx.AsyncClient, oc: OpenCodeAdapter
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
     before = subscribers(oc)
     response = await client.head(f"/threads/{T}/events")
     assert response.status_code == 200 and response.content == b""
@@ -274,12 +215,7 @@ async def test_a_head_request_opens_no_subscription(
 
 
 async def test_frames_carry_server_text_with_lone_surrogates_well_formed(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, client: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     """A text delta, a tool input and a subagent title holding a lone UTF-16 half (as
     OpenCode writes them): every frame is UTF-8 JSON with U+FFFD in its place, no
@@ -290,8 +226,7 @@ async def test_frames_carry_server_text_with_lone_surrogates_well_formed(
         "cut",
         [Text(f"said {lone}"), Tool("bash", {"command": f"echo {lone}"}), Task(lone, "child")],
     )
-    await client.post("/threads", json={"thread_id": T})
-    sse = await open_stream(app, oc, streams)
+    sse = await open_events()
     await client.post(f"/threads/{T}/turns", json={"text": "[[script:cut]]"})
     frames = await sse.until("turn.completed")
     sse.body.decode("utf-8")  # strict

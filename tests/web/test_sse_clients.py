@@ -13,47 +13,33 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx
 import pytest
-from starlette.applications import Starlette
 
 import adapter.web._sse as web_sse
 from adapter import OpenCodeAdapter
-from adapter.testing.fake import FakeOpenCodeServer, Text
-from tests.adapter_support import Recorder
-from tests.web.support import SseClient, T, open_stream, serves_the_stream, subscribers
+from adapter.testing.fake import Text
+from tests.web.conftest import OpenEvents, RunTurn
+from tests.web.support import T, serves_the_stream, subscribers
 
 #: Deltas of the burst: each one a frame for every client.
 BURST = 300
 
 
-async def burst(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, name: str
-) -> str:
+async def burst(run_turn: RunTurn, name: str) -> str:
     """A turn of ``BURST`` text deltas, completed; its turn id."""
-    fake.script(name, [Text("word " * BURST, chunks=BURST)])
-    sent = await client.post(f"/threads/{T}/turns", json={"text": f"[[script:{name}]]"})
-    turn_id = str(sent.json()["turn_id"])
-    await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
-    return turn_id
+    return await run_turn(name, [Text("word " * BURST, chunks=BURST)])
 
 
 async def test_a_client_gone_with_a_backlog_stops_its_response_within_a_few_frames(
-    app: Starlette,
-    oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    open_events: OpenEvents, oc: OpenCodeAdapter, run_turn: RunTurn
 ) -> None:
     """uvicorn's send returns at once after a disconnect, and a queue with events in it
     hands them out without suspending: without a checkpoint per frame, the response
     encoded and "sent" its whole backlog before the disconnect was even seen (50
     such clients blocked the loop for seconds)."""
-    await client.post("/threads", json={"thread_id": T})
     baseline = subscribers(oc)
-    stalled = await open_stream(app, oc, streams, slow=True)
-    await burst(client, fake, rec, "backlog")
+    stalled = await open_events(slow=True)
+    await burst(run_turn, "backlog")
     assert oc._core.hub.subscribers == baseline + 1
     await stalled.disconnect()
     assert stalled.sent_after_gone <= 3, f"{stalled.sent_after_gone} frames sent into the void"
@@ -61,12 +47,9 @@ async def test_a_client_gone_with_a_backlog_stops_its_response_within_a_few_fram
 
 
 async def test_a_client_that_never_reads_is_dropped_after_the_send_timeout(
-    app: Starlette,
+    open_events: OpenEvents,
     oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    streams: list[SseClient],
+    run_turn: RunTurn,
     monkeypatch: pytest.MonkeyPatch,
     captured_logs: list[dict[str, Any]],
 ) -> None:
@@ -74,11 +57,10 @@ async def test_a_client_that_never_reads_is_dropped_after_the_send_timeout(
     ``SEND_TIMEOUT`` the response ends and the subscription is closed, while another
     client of the same thread keeps receiving every event."""
     monkeypatch.setattr(web_sse, "SEND_TIMEOUT", 0.2)
-    await client.post("/threads", json={"thread_id": T})
     baseline = subscribers(oc)
-    stalled = await open_stream(app, oc, streams, slow=True)
-    reader = await open_stream(app, oc, streams)
-    first = await burst(client, fake, rec, "one")
+    stalled = await open_events(slow=True)
+    reader = await open_events()
+    first = await burst(run_turn, "one")
     frames = await reader.until("turn.completed")
     assert frames[-1].json()["turn_id"] == first
     await stalled.finished(timeout=10)  # the app's call returned: dropped
@@ -86,7 +68,7 @@ async def test_a_client_that_never_reads_is_dropped_after_the_send_timeout(
     [dropped] = [e for e in captured_logs if e["event"] == "web.events_client_stalled"]
     assert dropped["thread_id"] == T and dropped["send_timeout"] == 0.2
     # the reader is unaffected and follows the next turn too
-    second = await burst(client, fake, rec, "two")
+    second = await burst(run_turn, "two")
     more = await reader.until("turn.completed")
     assert more[-1].json()["turn_id"] == second
     assert len([f for f in frames + more if f.event == "content.delta"]) >= 2 * BURST
