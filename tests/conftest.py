@@ -38,10 +38,16 @@ async def fake() -> AsyncIterator[FakeOpenCodeServer]:
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    """An adapter on ``fake`` (a module may override it with other timeouts)."""
+def timeouts() -> Timeouts:
+    """The timeouts of ``oc`` (a module overrides this fixture, not ``oc``, to change them)."""
+    return Timeouts(connect=2.0)
+
+
+@pytest.fixture
+async def oc(fake: FakeOpenCodeServer, timeouts: Timeouts) -> AsyncIterator[OpenCodeAdapter]:
+    """An adapter on ``fake``."""
     async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0)
+        fake.base_url, transport=fake.transport, timeouts=timeouts
     ) as adapter:
         yield adapter
 

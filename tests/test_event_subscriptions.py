@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -31,11 +30,8 @@ A, B = "thread-a", "thread-b"
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=2.0, tree=2.0)
-    ) as adapter:
-        yield adapter
+def timeouts() -> Timeouts:
+    return Timeouts(abort=2.0, tree=2.0)
 
 
 def drain(stream: EventStream) -> list[Event]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -22,13 +21,8 @@ T = "thread-1"
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url,
-        transport=fake.transport,
-        timeouts=Timeouts(abort=2.0, tree=2.0),
-    ) as adapter:
-        yield adapter
+def timeouts() -> Timeouts:
+    return Timeouts(abort=2.0, tree=2.0)
 
 
 # One stop aborts the root three times: its abort, and two more 5 and 25 ms later (so

@@ -6,7 +6,6 @@ the moment; see ``docs/interrupt.md``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -18,11 +17,8 @@ T = "thread-1"
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=30.0, tree=30.0)
-    ) as adapter:
-        yield adapter
+def timeouts() -> Timeouts:
+    return Timeouts(abort=30.0, tree=30.0)
 
 
 # One stop aborts the root three times (adapter/_stop_tree.py: ``abort_root_twice``).

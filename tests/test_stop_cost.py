@@ -34,11 +34,8 @@ async def client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=2.0, tree=2.0)
-    ) as adapter:
-        yield adapter
+def timeouts() -> Timeouts:
+    return Timeouts(abort=2.0, tree=2.0)
 
 
 def log(fake: FakeOpenCodeServer) -> list[str]:

@@ -39,11 +39,8 @@ async def fake() -> AsyncIterator[FakeOpenCodeServer]:
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=2.0, tree=2.0)
-    ) as adapter:
-        yield adapter
+def timeouts() -> Timeouts:
+    return Timeouts(abort=2.0, tree=2.0)
 
 
 async def stored_usage(fake: FakeOpenCodeServer, root: str) -> dict[str, SessionUsage]:

@@ -28,11 +28,8 @@ from tests.adapter_support import Recorder
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0, abort=2.0, tree=2.0)
-    ) as adapter:
-        yield adapter
+def timeouts() -> Timeouts:
+    return Timeouts(connect=2.0, abort=2.0, tree=2.0)
 
 
 @pytest.fixture

@@ -21,11 +21,8 @@ from tests.web.support import SseClient, T, open_stream
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=2.0, tree=2.0)
-    ) as adapter:
-        yield adapter
+def timeouts() -> Timeouts:
+    return Timeouts(abort=2.0, tree=2.0)
 
 
 @pytest.fixture
