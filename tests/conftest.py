@@ -30,11 +30,16 @@ def captured_logs() -> Iterator[list[dict[str, Any]]]:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    """A fresh fake OpenCode server (a module may override it, e.g. with latency)."""
-    server = FakeOpenCodeServer(seed=7)
-    yield server
-    await server.aclose()
+def fake_options() -> dict[str, Any]:
+    """The arguments of ``fake`` (a module overrides this fixture, not ``fake``, to change them)."""
+    return {"seed": 7}
+
+
+@pytest.fixture
+async def fake(fake_options: dict[str, Any]) -> AsyncIterator[FakeOpenCodeServer]:
+    """A fresh fake OpenCode server."""
+    async with FakeOpenCodeServer(**fake_options) as server:
+        yield server
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,8 @@ FAST_RETRY = RetryPolicy(attempts=4, initial_wait=0.001, max_wait=0.005)
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=8)
-    yield server
-    await server.aclose()
+def fake_options() -> dict[str, Any]:
+    return {"seed": 8}
 
 
 @pytest.fixture

@@ -25,10 +25,8 @@ PASSWORD = "oc-pass-5ecret-42"
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=7, password=PASSWORD)
-    yield server
-    await server.aclose()
+def fake_options() -> dict[str, Any]:
+    return {"seed": 7, "password": PASSWORD}
 
 
 @pytest.fixture
