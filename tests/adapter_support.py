@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapter import Event, EventStream, OpenCodeAdapter
+from adapter.testing.fake import FakeOpenCodeServer, Hook
 
 
 class Recorder:
@@ -52,3 +53,12 @@ class Recorder:
         await self.stream.aclose()
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
+
+
+def refuse(
+    fake: FakeOpenCodeServer, method: str, path: str, message: str, *, times: int | None = 1
+) -> Hook:
+    """The fake answers ``method path`` with OpenCode's 400 ``BadRequest`` saying ``message``
+    (``times`` requests; ``None``: all); the hook, which counts its calls."""
+    body = {"name": "BadRequest", "data": {"message": message}}
+    return fake.fail(method, path, status=400, times=times, body=body)

@@ -28,7 +28,7 @@ from adapter.testing.fake import (
     Text,
     Tool,
 )
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, refuse
 
 T = "thread-1"
 
@@ -193,12 +193,7 @@ async def test_a_failed_steer_leaves_the_running_turn_intact(
     await oc.start_session(T)
     first = await oc.send_turn(T, "start [[script:asks]]")
     opened = await rec.wait_for("request.opened")
-    refusal = fake.fail(
-        "POST",
-        "/session/{id}/prompt_async",
-        status=400,
-        body={"name": "BadRequest", "data": {"message": "nope"}},
-    )
+    refusal = refuse(fake, "POST", "/session/{id}/prompt_async", "nope")
     with pytest.raises(RequestError) as caught:
         await oc.send_turn(T, "refused steer")
     assert caught.value.operation == "prompt_async"
@@ -220,12 +215,7 @@ async def test_submission_failure_rolls_back_to_ready(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     await oc.start_session(T)
-    fake.fail(
-        "POST",
-        "/session/{id}/prompt_async",
-        status=400,
-        body={"name": "BadRequest", "data": {"message": "nope"}},
-    )
+    refuse(fake, "POST", "/session/{id}/prompt_async", "nope")
     with pytest.raises(RequestError) as caught:
         await oc.send_turn(T, "hi")
     assert caught.value.operation == "prompt_async"

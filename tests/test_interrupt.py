@@ -15,7 +15,7 @@ from adapter import (
     TurnCancelledError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, refuse
 
 T = "thread-1"
 
@@ -163,13 +163,7 @@ async def test_failed_root_abort_keeps_the_turn_and_a_retry_works(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     root, turn_id = await running_tree(oc, fake, rec, then_hang=True)
-    refusal = fake.fail(
-        "POST",
-        f"/session/{root}/abort",
-        status=400,
-        times=None,
-        body={"name": "BadRequest", "data": {"message": "refused"}},
-    )
+    refusal = refuse(fake, "POST", f"/session/{root}/abort", "refused", times=None)
     with pytest.raises(TreeStopError) as caught:
         await oc.interrupt_turn(T)
     assert caught.value.first_failure is not None and caught.value.first_failure.session_id == root

@@ -22,7 +22,7 @@ from adapter.testing.fake import (
     Tool,
 )
 from adapter.web._errors import response_for
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, refuse
 
 COLOR = {
     "question": "Which color?",
@@ -353,13 +353,7 @@ async def test_a_stop_with_lone_surrogates_in_its_partial_and_report_is_well_for
 
     second = (await client.post("/threads/t/turns", json={"text": "[[script:cut]]"})).json()
     await rec.wait_for("child.started", lambda e: e.turn_id == second["turn_id"])
-    fake.fail(
-        "POST",
-        f"/session/{root}/abort",
-        status=400,
-        times=None,
-        body={"name": "BadRequest", "data": {"message": f"refused {LONE}"}},
-    )
+    refuse(fake, "POST", f"/session/{root}/abort", f"refused {LONE}", times=None)
     failed = await client.post("/threads/t/stop")
     assert failed.status_code == 502, failed.text
     refused = well_formed_json(failed)

@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
 from adapter.web import create_app
+from tests.adapter_support import refuse
 from tests.web.browser_support import blocked, chromium, serving
 from tests.web.support import SseClient
 
@@ -149,13 +150,7 @@ async def test_a_failed_stop_says_so_in_this_tab_and_in_another(
         await page.click("#send")
         await page.wait_for_selector(".session.child")
         await other.wait_for_selector(".session.child")
-        refusal = fake.fail(
-            "POST",
-            f"/session/{info.session_id}/abort",
-            status=400,
-            times=None,
-            body={"name": "BadRequest", "data": {"message": "refused"}},
-        )
+        refusal = refuse(fake, "POST", f"/session/{info.session_id}/abort", "refused", times=None)
         await page.click("#stop")
         for tab in (page, other):
             status = tab.locator('#stop-status[data-state="failed"]')

@@ -8,7 +8,7 @@ import httpx
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, refuse
 
 T = "t"
 
@@ -87,13 +87,7 @@ async def test_a_failed_stop_is_502_with_its_report(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     root, _ = await running_tree(client, fake, rec, "refused")
-    refusal = fake.fail(
-        "POST",
-        f"/session/{root}/abort",
-        status=400,
-        times=None,
-        body={"name": "BadRequest", "data": {"message": "refused"}},
-    )
+    refusal = refuse(fake, "POST", f"/session/{root}/abort", "refused", times=None)
     response = await client.post(f"/threads/{T}/stop")
     assert response.status_code == 502
     body = response.json()
