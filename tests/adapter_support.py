@@ -62,3 +62,7 @@ def refuse(
     (``times`` requests; ``None``: all); the hook, which counts its calls."""
     body = {"name": "BadRequest", "data": {"message": message}}
     return fake.fail(method, path, status=400, times=times, body=body)
+
+
+#: The ``record`` fixture: a recorder of any adapter, closed at the end of the test.
+Record = Callable[[OpenCodeAdapter], Recorder]

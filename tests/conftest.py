@@ -10,7 +10,7 @@ import structlog
 
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
-from tests.adapter_support import Recorder
+from tests.adapter_support import Record, Recorder
 
 
 @pytest.fixture(autouse=True)
@@ -63,3 +63,18 @@ async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
     recorder = Recorder(oc)
     yield recorder
     await recorder.close()
+
+
+@pytest.fixture
+async def record() -> AsyncIterator[Record]:
+    """Records the events of another adapter than ``oc`` (one a test opens itself);
+    every recorder is closed at the end of the test."""
+    made: list[Recorder] = []
+
+    def recorder_of(adapter: OpenCodeAdapter) -> Recorder:
+        made.append(Recorder(adapter))
+        return made[-1]
+
+    yield recorder_of
+    for recorder in made:
+        await recorder.close()

@@ -15,7 +15,7 @@ from adapter import (
     TurnCancelledError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
-from tests.adapter_support import Recorder, refuse
+from tests.adapter_support import Record, Recorder, refuse
 
 T = "thread-1"
 
@@ -226,27 +226,26 @@ async def test_a_turn_held_by_a_failed_child_abort_ends_aborted_once_the_tree_is
     assert oc.list_sessions()[0].active_turn_id is None
 
 
-async def test_a_held_turn_fails_when_the_server_stops_answering(fake: FakeOpenCodeServer) -> None:
+async def test_a_held_turn_fails_when_the_server_stops_answering(
+    fake: FakeOpenCodeServer, record: Record
+) -> None:
     """A held turn waits for the tree's status; a server that no longer answers must not
     leave it ``running`` forever."""
     timeouts = Timeouts(abort=2.0, tree=2.0, idle_confirm=0.5, idle_confirm_backoff_max=0.1)
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
         oc._turns.watch_interval = 0.05
-        rec = Recorder(oc)
-        try:
-            root, turn_id = await running_tree(oc, fake, rec)
-            a = fake.add_session(parent_id=root, busy=True)
-            fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
-            with pytest.raises(TreeStopError):
-                await oc.interrupt_turn(T)
-            fake.fail("GET", "/session/status", status=503, times=None)
-            done = await rec.wait_for("turn.completed", timeout=5.0)
-            assert done.turn_id == turn_id and done.state == "failed"
-            assert done.error is not None and "did not answer for 0.5 s" in done.error
-            [error] = rec.of("runtime.error", T)
-            assert error.error_name == "ServerUnavailable"
-        finally:
-            await rec.close()
+        rec = record(oc)
+        root, turn_id = await running_tree(oc, fake, rec)
+        a = fake.add_session(parent_id=root, busy=True)
+        fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
+        with pytest.raises(TreeStopError):
+            await oc.interrupt_turn(T)
+        fake.fail("GET", "/session/status", status=503, times=None)
+        done = await rec.wait_for("turn.completed", timeout=5.0)
+        assert done.turn_id == turn_id and done.state == "failed"
+        assert done.error is not None and "did not answer for 0.5 s" in done.error
+        [error] = rec.of("runtime.error", T)
+        assert error.error_name == "ServerUnavailable"
 
 
 async def test_abort_timeout_releases_stop_and_send_waiters(fake: FakeOpenCodeServer) -> None:

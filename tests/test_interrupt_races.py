@@ -11,7 +11,7 @@ import pytest
 
 from adapter import OpenCodeAdapter, RequestError, Timeouts, TreeStopError
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text
-from tests.adapter_support import Recorder
+from tests.adapter_support import Record, Recorder
 
 T = "thread-1"
 
@@ -169,6 +169,7 @@ async def test_a_failed_turnless_stop_is_cleared_before_the_next_turn(
 
 async def test_a_send_straight_after_an_abort_timeout_steers_the_turn_and_it_finishes(
     fake: FakeOpenCodeServer,
+    record: Record,
 ) -> None:
     """The root's abort hangs past ``Timeouts.abort`` (and its re-abort, the root being
     busy, until ``abort + tree``): the stop fails and claims nothing.
@@ -179,32 +180,29 @@ async def test_a_send_straight_after_an_abort_timeout_steers_the_turn_and_it_fin
     async with OpenCodeAdapter(
         fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=0.2, tree=0.3)
     ) as oc:
-        rec = Recorder(oc)
-        try:
-            fake.script("hang", [Hang()])
-            fake.script("root", [Task("explore", "hang"), Permission("bash", ["ls"]), Text("ok")])
-            info = await oc.start_session(T)
-            root = info.session_id
-            turn = await oc.send_turn(T, "go [[script:root]]")
-            await rec.wait_for("child.started")
-            hold = fake.hold("POST", abort_path(root))
-            with pytest.raises(TreeStopError) as caught:
-                await oc.interrupt_turn(T)
-            failure = caught.value.first_failure
-            assert failure is not None and failure.session_id == root
-            assert isinstance(failure.error, RequestError)
-            assert fake.in_flight == 0 and not hold.released
-            root_aborts = aborts(fake, root)
-            opened = await rec.wait_for("request.opened")
-            [state] = oc.list_sessions()
-            assert state.status == "running" and state.active_turn_id == turn.turn_id
-            steer = await oc.send_turn(T, "and also this")
-            assert steer.turn_id == turn.turn_id
-            await oc.respond_to_request(T, opened.request_id, "accept")
-            done = await rec.wait_for("turn.completed")
-            assert done.turn_id == turn.turn_id and done.state == "completed"
-            assert rec.of("turn.aborted", T) == []
-            assert aborts(fake, root) == root_aborts, "no second Stop was pressed"
-            hold.release()
-        finally:
-            await rec.close()
+        rec = record(oc)
+        fake.script("hang", [Hang()])
+        fake.script("root", [Task("explore", "hang"), Permission("bash", ["ls"]), Text("ok")])
+        info = await oc.start_session(T)
+        root = info.session_id
+        turn = await oc.send_turn(T, "go [[script:root]]")
+        await rec.wait_for("child.started")
+        hold = fake.hold("POST", abort_path(root))
+        with pytest.raises(TreeStopError) as caught:
+            await oc.interrupt_turn(T)
+        failure = caught.value.first_failure
+        assert failure is not None and failure.session_id == root
+        assert isinstance(failure.error, RequestError)
+        assert fake.in_flight == 0 and not hold.released
+        root_aborts = aborts(fake, root)
+        opened = await rec.wait_for("request.opened")
+        [state] = oc.list_sessions()
+        assert state.status == "running" and state.active_turn_id == turn.turn_id
+        steer = await oc.send_turn(T, "and also this")
+        assert steer.turn_id == turn.turn_id
+        await oc.respond_to_request(T, opened.request_id, "accept")
+        done = await rec.wait_for("turn.completed")
+        assert done.turn_id == turn.turn_id and done.state == "completed"
+        assert rec.of("turn.aborted", T) == []
+        assert aborts(fake, root) == root_aborts, "no second Stop was pressed"
+        hold.release()

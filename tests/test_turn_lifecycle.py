@@ -28,7 +28,7 @@ from adapter.testing.fake import (
     Text,
     Tool,
 )
-from tests.adapter_support import Recorder
+from tests.adapter_support import Record, Recorder
 
 T = "thread-1"
 #: A turn ends with ``turn.completed`` or ``turn.aborted``, or with its thread:
@@ -68,6 +68,14 @@ def assert_every_turn_ended_once_after_its_output(rec: Recorder) -> None:
             if e.turn_id == started.turn_id and e.type.startswith(("content.", "item."))
         ]
         assert not late, f"output after the end of {started.turn_id}: {late}"
+
+
+async def assert_ready_with_every_turn_ended_once(oc: OpenCodeAdapter, rec: Recorder) -> None:
+    """How a test here ends: thread ``T`` is ready, and once the events settle every turn
+    ended once after its output."""
+    assert status(oc) == "ready"
+    await rec.settle()
+    assert_every_turn_ended_once_after_its_output(rec)
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -181,9 +189,7 @@ async def test_interrupt_turn_stops_the_run_of_a_follow_up_sent_as_the_run_ended
     await eventually(lambda: not session.busy)
     aborted = await rec.wait_for("turn.aborted")
     assert aborted.turn_id == turn.turn_id
-    assert status(oc) == "ready"
-    await rec.settle()
-    assert_every_turn_ended_once_after_its_output(rec)
+    await assert_ready_with_every_turn_ended_once(oc, rec)
 
 
 async def test_follow_ups_before_inside_and_after_the_run_end_window_lose_no_output(
@@ -272,9 +278,7 @@ async def test_output_after_an_automatic_compaction_is_emitted_and_ends_the_turn
     shown = text_of(rec, turn_id=turn.turn_id)
     assert "after compaction." in shown
     assert "SUMMARY" not in shown, "the compaction summary is not the agent's answer"
-    assert status(oc) == "ready"
-    await rec.settle()
-    assert_every_turn_ended_once_after_its_output(rec)
+    await assert_ready_with_every_turn_ended_once(oc, rec)
 
 
 async def test_a_stopped_turn_after_a_compaction_has_no_summary_in_its_partial_text(
@@ -303,60 +307,50 @@ async def test_a_stopped_turn_after_a_compaction_has_no_summary_in_its_partial_t
 
 
 async def test_a_prompt_the_server_never_starts_fails_the_turn_after_the_echo_timeout(
-    tight: OpenCodeAdapter, fake: FakeOpenCodeServer
+    tight: OpenCodeAdapter, fake: FakeOpenCodeServer, record: Record
 ) -> None:
-    rec = Recorder(tight)
-    try:
+    rec = record(tight)
 
-        async def swallow(request: httpx.Request) -> httpx.Response:
-            return httpx.Response(204)  # accepted, then lost: never echoed, never run
+    async def swallow(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(204)  # accepted, then lost: never echoed, never run
 
-        fake.on("POST", "/session/{id}/prompt_async", swallow)
-        await tight.start_session(T)
-        started = time.monotonic()
-        turn = await tight.send_turn(T, "hello")
-        done = await rec.wait_for("turn.completed", timeout=3.0)
-        assert time.monotonic() - started >= 0.5, "not before Timeouts.echo"
-        assert done.turn_id == turn.turn_id and done.state == "failed"
-        assert done.error is not None and "did not start" in done.error
-        assert status(tight) == "ready"
-        await rec.settle()
-        assert_every_turn_ended_once_after_its_output(rec)
-    finally:
-        await rec.close()
+    fake.on("POST", "/session/{id}/prompt_async", swallow)
+    await tight.start_session(T)
+    started = time.monotonic()
+    turn = await tight.send_turn(T, "hello")
+    done = await rec.wait_for("turn.completed", timeout=3.0)
+    assert time.monotonic() - started >= 0.5, "not before Timeouts.echo"
+    assert done.turn_id == turn.turn_id and done.state == "failed"
+    assert done.error is not None and "did not start" in done.error
+    await assert_ready_with_every_turn_ended_once(tight, rec)
 
 
 async def test_a_server_that_stops_answering_before_the_echo_fails_the_turn(
-    tight: OpenCodeAdapter, fake: FakeOpenCodeServer
+    tight: OpenCodeAdapter, fake: FakeOpenCodeServer, record: Record
 ) -> None:
     """The server dies between accepting a prompt and echoing it (seen on OpenCode 1.14.48,
     whose stream carries no echo at all): looking the prompt up keeps failing, and the turn
     fails once the server has not answered for ``idle_confirm``, instead of staying
     ``running`` forever."""
-    rec = Recorder(tight)
-    try:
+    rec = record(tight)
 
-        async def swallow(request: httpx.Request) -> httpx.Response:
-            for method, path in (("GET", "/session/{id}/message"), ("GET", "/session/status")):
-                fake.fail(method, path, status=503, times=None)
-            return httpx.Response(204)
+    async def swallow(request: httpx.Request) -> httpx.Response:
+        for method, path in (("GET", "/session/{id}/message"), ("GET", "/session/status")):
+            fake.fail(method, path, status=503, times=None)
+        return httpx.Response(204)
 
-        fake.on("POST", "/session/{id}/prompt_async", swallow)
-        await tight.start_session(T)
-        started = time.monotonic()
-        turn = await tight.send_turn(T, "hello")
-        done = await rec.wait_for("turn.completed", timeout=5.0)
-        # echo (0.5 s), then retries until the next one would pass idle_confirm (0.6 s)
-        assert time.monotonic() - started >= 0.9, "not before Timeouts.echo + idle_confirm"
-        assert done.turn_id == turn.turn_id and done.state == "failed"
-        assert done.error is not None and "did not answer for 0.6 s" in done.error
-        [error] = rec.of("runtime.error", T)
-        assert (error.turn_id, error.error_name) == (turn.turn_id, "ServerUnavailable")
-        assert status(tight) == "ready"
-        await rec.settle()
-        assert_every_turn_ended_once_after_its_output(rec)
-    finally:
-        await rec.close()
+    fake.on("POST", "/session/{id}/prompt_async", swallow)
+    await tight.start_session(T)
+    started = time.monotonic()
+    turn = await tight.send_turn(T, "hello")
+    done = await rec.wait_for("turn.completed", timeout=5.0)
+    # echo (0.5 s), then retries until the next one would pass idle_confirm (0.6 s)
+    assert time.monotonic() - started >= 0.9, "not before Timeouts.echo + idle_confirm"
+    assert done.turn_id == turn.turn_id and done.state == "failed"
+    assert done.error is not None and "did not answer for 0.6 s" in done.error
+    [error] = rec.of("runtime.error", T)
+    assert (error.turn_id, error.error_name) == (turn.turn_id, "ServerUnavailable")
+    await assert_ready_with_every_turn_ended_once(tight, rec)
 
 
 # -- outages and retries ----------------------------------------------------------------------
@@ -375,9 +369,7 @@ async def test_a_run_that_vanished_during_a_stream_outage_is_aborted_naming_the_
     assert aborted.turn_id == turn.turn_id
     assert aborted.reason is not None and "event stream was down" in aborted.reason
     assert not rec.of("turn.completed", T), "a vanished run is not a clean completion"
-    assert status(oc) == "ready"
-    await rec.settle()
-    assert_every_turn_ended_once_after_its_output(rec)
+    await assert_ready_with_every_turn_ended_once(oc, rec)
 
 
 async def test_a_request_that_vanished_with_its_run_in_a_restart_is_withdrawn(
@@ -487,7 +479,7 @@ async def test_stop_session_withdraws_open_requests_and_rejects_them_on_the_serv
 
 
 async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_on_resume(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, record: Record
 ) -> None:
     fake.script("ask", [Permission("bash", ["rm *"])])
     info = await oc.start_session(T)
@@ -500,13 +492,10 @@ async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_on_resu
     async with OpenCodeAdapter(  # a later process resumes the thread
         fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0)
     ) as later:
-        later_rec = Recorder(later)
-        try:
-            await later.start_session(T, resume=info.resume)
-            await asyncio.sleep(0.2)
-            assert not later_rec.of("request.opened"), "a ghost is never announced again"
-        finally:
-            await later_rec.close()
+        later_rec = record(later)
+        await later.start_session(T, resume=info.resume)
+        await asyncio.sleep(0.2)
+        assert not later_rec.of("request.opened"), "a ghost is never announced again"
     assert len(rec.of("request.opened", T)) == 1
 
 
