@@ -6,11 +6,13 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import respx
 import structlog
 
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.adapter_support import Record, Recorder
+from tests.support import BASE
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +26,13 @@ def captured_logs() -> Iterator[list[dict[str, Any]]]:
     with structlog.testing.capture_logs() as logs:
         yield logs
     structlog.reset_defaults()
+
+
+@pytest.fixture
+def router() -> Iterator[respx.MockRouter]:
+    """A respx mock of the OpenCode API at ``BASE``, for the client's contract tests."""
+    with respx.mock(base_url=BASE, assert_all_called=False) as mock:
+        yield mock
 
 
 # -- the adapter on the in-process fake: the fixtures of the adapter tests ------------

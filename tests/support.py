@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import respx
+
+from adapter import OpenCodeClient
 
 BASE = "http://opencode.test"
 
@@ -107,6 +110,16 @@ class TreeApi:
             return httpx.Response(200, json={sid: {"type": "busy"} for sid in sorted(self.busy)})
         finally:
             self.in_flight -= 1
+
+
+def session_calls(client: OpenCodeClient, session_id: str) -> list[Coroutine[Any, Any, object]]:
+    """Each call of ``client`` that names one session in its path (a test adds its own)."""
+    return [
+        client.abort(session_id),
+        client.children(session_id),
+        client.get_session(session_id),
+        client.messages(session_id),
+    ]
 
 
 def not_found(sid: str) -> httpx.Response:

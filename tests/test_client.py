@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -21,16 +21,10 @@ from adapter import (
     RetryPolicy,
     SessionStatus,
 )
-from tests.support import BASE, error, not_found, session_json
+from tests.support import BASE, error, not_found, session_calls, session_json
 
 SECRET = "s3cret-pässword-for-tests"
 FAST_RETRY = RetryPolicy(attempts=3, initial_wait=0.001, max_wait=0.002)
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(base_url=BASE, assert_all_called=False) as mock:
-        yield mock
 
 
 @pytest.fixture
@@ -215,48 +209,39 @@ async def test_declared_oversize_is_refused_before_reading(router: respx.MockRou
 async def test_invalid_caller_ids_are_refused_without_a_request(
     router: respx.MockRouter, client: OpenCodeClient, bad: str
 ) -> None:
-    for call in (
-        client.abort(bad),
-        client.children(bad),
-        client.get_session(bad),
-        client.messages(bad),
-        client.prompt_async(bad, "hi"),
-    ):
+    for call in (*session_calls(client, bad), client.prompt_async(bad, "hi")):
         with pytest.raises(InvalidInputError):
             await call
     assert router.calls.call_count == 0
 
 
-async def test_children_sorted_by_creation_time(
-    router: respx.MockRouter, client: OpenCodeClient
+@pytest.mark.parametrize(
+    ("created", "listed"),
+    [
+        pytest.param(
+            {"ses_c": 30, "ses_a": 10, "ses_b": 20},
+            ["ses_a", "ses_b", "ses_c"],
+            id="sorted_by_creation_time",
+        ),
+        # OpenCode lists children in creation order; ids do not sort that way (they are
+        # descending-time ids), so equal timestamps must keep the server's order.
+        pytest.param(
+            {"ses_z": 10, "ses_a": 10, "ses_m": 5},
+            ["ses_m", "ses_z", "ses_a"],
+            id="created_in_one_millisecond_keep_the_servers_creation_order",
+        ),
+    ],
+)
+async def test_children(
+    router: respx.MockRouter, client: OpenCodeClient, created: dict[str, int], listed: list[str]
 ) -> None:
     router.get("/session/ses_p/children").respond(
-        json=[
-            session_json("ses_c", "ses_p", 30),
-            session_json("ses_a", "ses_p", 10),
-            session_json("ses_b", "ses_p", 20),
-        ]
+        json=[session_json(sid, "ses_p", time) for sid, time in created.items()]
     )
     kids = await client.children("ses_p")
-    assert [k.id for k in kids] == ["ses_a", "ses_b", "ses_c"]
+    assert [k.id for k in kids] == listed
     assert kids[0].parent_id == "ses_p"
-    assert kids[0].title == "title of ses_a"
-
-
-async def test_children_created_in_one_millisecond_keep_the_servers_creation_order(
-    router: respx.MockRouter, client: OpenCodeClient
-) -> None:
-    # OpenCode lists children in creation order; ids do not sort that way (they are
-    # descending-time ids), so equal timestamps must keep the server's order.
-    router.get("/session/ses_p/children").respond(
-        json=[
-            session_json("ses_z", "ses_p", 10),
-            session_json("ses_a", "ses_p", 10),
-            session_json("ses_m", "ses_p", 5),
-        ]
-    )
-    kids = await client.children("ses_p")
-    assert [k.id for k in kids] == ["ses_m", "ses_z", "ses_a"]
+    assert kids[0].title == f"title of {listed[0]}"
 
 
 async def test_status_map_and_messages_are_typed(

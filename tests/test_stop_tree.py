@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -21,12 +21,6 @@ from adapter import (
 from tests.support import BASE, Gate, TreeApi, error, not_found, session_json
 
 ROOT = "ses_root"
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(base_url=BASE, assert_all_called=False) as mock:
-        yield mock
 
 
 @pytest.fixture

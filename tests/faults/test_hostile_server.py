@@ -24,6 +24,7 @@ from adapter import (
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hook, Text, Tool
 from tests.faults.conftest import FAST_RETRY
 from tests.faults.support import Harness, aborts, fast, settle
+from tests.support import session_calls
 
 T = "thread-1"
 VALID_PATH = re.compile(
@@ -418,13 +419,7 @@ async def test_the_report_of_a_deep_chain_renders(
 async def test_a_hostile_caller_id_is_refused_before_any_request(
     fake: FakeOpenCodeServer, client: OpenCodeClient, bad: str
 ) -> None:
-    for call in (
-        client.abort(bad),
-        client.children(bad),
-        client.get_session(bad),
-        client.messages(bad),
-        stop_tree(client, bad),
-    ):
+    for call in (*session_calls(client, bad), stop_tree(client, bad)):
         with pytest.raises(InvalidInputError):
             await call
     assert fake.requests == []
