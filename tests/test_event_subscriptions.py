@@ -52,16 +52,21 @@ async def one_turn(oc: OpenCodeAdapter, rec: Recorder, thread: str, script: str)
     await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id)
 
 
+async def a_turn_on_each_thread(oc: OpenCodeAdapter, rec: Recorder, script: str) -> None:
+    """Threads ``A`` and ``B`` start, then each runs one turn of ``script``."""
+    await oc.start_session(A)
+    await oc.start_session(B)
+    await one_turn(oc, rec, A, script)
+    await one_turn(oc, rec, B, script)
+
+
 async def test_a_thread_subscription_sees_only_that_thread(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     fake.script("s", [Text("hello")])
     only_a = oc.events(A)
     everything = oc.events()
-    await oc.start_session(A)
-    await oc.start_session(B)
-    await one_turn(oc, rec, A, "s")
-    await one_turn(oc, rec, B, "s")
+    await a_turn_on_each_thread(oc, rec, "s")
     mine = drain(only_a)
     assert {e.thread_id for e in mine} == {A}
     assert [e.event_id for e in mine] == [e.event_id for e in drain(everything) if e.thread_id == A]
@@ -91,10 +96,7 @@ async def test_after_over_every_thread_keeps_emission_order(
 ) -> None:
     fake.script("s", [Text("x")])
     everything = oc.events()
-    await oc.start_session(A)
-    await oc.start_session(B)
-    await one_turn(oc, rec, A, "s")
-    await one_turn(oc, rec, B, "s")
+    await a_turn_on_each_thread(oc, rec, "s")
     seen = drain(everything)
     assert [e.event_id for e in drain(oc.events(after=seen[0].event_id))] == [
         e.event_id for e in seen[1:]

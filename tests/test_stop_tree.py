@@ -39,8 +39,7 @@ async def test_root_is_aborted_and_settled_before_any_other_request(
     router: respx.MockRouter, client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_aa"]})
-    gate = Gate()
-    api.abort_hooks[ROOT] = gate
+    gate = api.abort_hooks[ROOT] = Gate()
     task = asyncio.create_task(stop_tree(client, ROOT))
     await gate.started.wait()
     await asyncio.sleep(0.01)
@@ -58,8 +57,7 @@ async def test_nested_and_late_children_are_stopped(
     router: respx.MockRouter, client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a"], "ses_a": ["ses_a1"], "ses_a1": ["ses_a11"]})
-    gate = Gate()
-    api.abort_hooks[ROOT] = gate
+    gate = api.abort_hooks[ROOT] = Gate()
     task = asyncio.create_task(stop_tree(client, ROOT))
     await gate.started.wait()
     api.children[ROOT].append("ses_late")  # spawned while the root abort was held
@@ -478,8 +476,7 @@ async def test_eager_root_listing_stops_children_while_the_root_abort_is_in_flig
     router: respx.MockRouter, client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_a1"]})
-    gate = Gate()
-    api.abort_hooks[ROOT] = gate
+    gate = api.abort_hooks[ROOT] = Gate()
     task = asyncio.create_task(stop_tree(client, ROOT, eager_root_listing=True))
     await gate.started.wait()
     for _ in range(200):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.adapter_support import Recorder
@@ -68,8 +70,9 @@ class Stream:
         await rec.wait_for("content.delta", lambda e: len(deltas(rec, FENCE)) > before)
 
 
-async def running_answer(oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder) -> Stream:
-    """A turn whose run has started its answer (an assistant message) and then hangs."""
+@pytest.fixture
+async def stream(oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder) -> Stream:
+    """The answer (an assistant message) of a turn whose run started it and then hangs."""
     fake.script("hang", [Hang()])
     info = await oc.start_session(T)
     await oc.send_turn(T, "go [[script:hang]]")
@@ -85,9 +88,8 @@ async def running_answer(oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Rec
 
 
 async def test_a_snapshot_ahead_of_the_deltas_emits_only_its_new_suffix(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    stream: Stream, rec: Recorder
 ) -> None:
-    stream = await running_answer(oc, fake, rec)
     stream.delta("Hel")
     stream.delta("lo")
     stream.snapshot("Hello, world")  # ahead of the deltas: ", world" is new
@@ -100,9 +102,8 @@ async def test_a_snapshot_ahead_of_the_deltas_emits_only_its_new_suffix(
 
 
 async def test_a_first_snapshot_before_any_delta_is_emitted_whole_once(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    stream: Stream, rec: Recorder
 ) -> None:
-    stream = await running_answer(oc, fake, rec)
     stream.snapshot("All at once")
     stream.snapshot("All at once")
     stream.delta(", then more")
@@ -140,9 +141,8 @@ async def test_after_an_event_stream_outage_the_stored_text_adds_only_what_was_m
 
 
 async def test_deltas_that_repeat_the_end_of_the_text_are_appended_as_received(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    stream: Stream, rec: Recorder
 ) -> None:
-    stream = await running_answer(oc, fake, rec)
     for piece in ["ab", "bc", "hello ", "hello ", "o", "o", ""]:
         stream.delta(piece)
     await stream.handled(rec)
@@ -155,15 +155,11 @@ async def test_deltas_that_repeat_the_end_of_the_text_are_appended_as_received(
 
 
 async def test_a_snapshot_that_diverges_from_the_emitted_text_adds_nothing_and_later_deltas_append(
-    oc: OpenCodeAdapter,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    captured_logs: list[dict[str, Any]],
+    stream: Stream, rec: Recorder, captured_logs: list[dict[str, Any]]
 ) -> None:
     """A snapshot that does not continue what the host was shown (another text under the
     same part id) is not a continuation: the host's text is neither replaced nor
     extended by it, and the deltas that follow are appended to what the host has."""
-    stream = await running_answer(oc, fake, rec)
     stream.delta("hello world")
     stream.snapshot("goodbye world, and more")  # same length and longer, other text
     stream.snapshot("hello there, world")  # starts the same, then differs

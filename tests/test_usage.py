@@ -15,6 +15,7 @@ import pytest
 from adapter import (
     OpenCodeAdapter,
     PartialResult,
+    SessionInfo,
     SessionUsage,
     Timeouts,
     TurnUsage,
@@ -98,12 +99,18 @@ def nested_scripts(fake: FakeOpenCodeServer) -> None:
     fake.script("root", [Task("explore", "child"), Text("root done")])
 
 
-async def test_a_completed_tree_reports_the_sum_of_every_session(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
-) -> None:
+async def nested_turn(oc: OpenCodeAdapter, fake: FakeOpenCodeServer) -> SessionInfo:
+    """Thread ``T`` started and running a turn of the nested scripts; its session."""
     nested_scripts(fake)
     info = await oc.start_session(T)
     await oc.send_turn(T, "go [[script:root]]")
+    return info
+
+
+async def test_a_completed_tree_reports_the_sum_of_every_session(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    info = await nested_turn(oc, fake)
     done = await rec.wait_for("turn.completed")
     usage = done.usage
     assert isinstance(usage, TurnUsage)
@@ -126,9 +133,7 @@ async def test_a_completed_tree_reports_the_sum_of_every_session(
 async def test_a_second_turn_counts_only_its_own_messages(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    nested_scripts(fake)
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:root]]")
+    info = await nested_turn(oc, fake)
     await rec.wait_for("turn.completed")
     await oc.send_turn(T, "just answer")  # the default script: one step
     first = rec.of("turn.completed")[0]
