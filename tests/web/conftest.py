@@ -14,10 +14,10 @@ import pytest
 from starlette.applications import Starlette
 
 from adapter import OpenCodeAdapter, Timeouts
-from adapter.testing.fake import FakeOpenCodeServer, Step
+from adapter.testing.fake import FakeOpenCodeServer, Question, Step, Text
 from adapter.web import create_app
 from tests.adapter_support import Recorder
-from tests.web.support import SseClient, T, open_stream
+from tests.web.support import COLOR, SseClient, T, open_stream
 
 
 @pytest.fixture
@@ -50,6 +50,9 @@ async def streams(app: Starlette) -> AsyncIterator[list[SseClient]]:
 #: Opens an SSE client of the test's app (``open_stream`` with the app, adapter and streams bound).
 OpenEvents = Callable[..., Awaitable[SseClient]]
 
+#: Asks ``COLOR`` on thread ``T``, then says the given text once answered; the request's path.
+AskColor = Callable[[str], Awaitable[str]]
+
 #: Runs a scripted turn on thread ``T`` to its completion; its turn id.
 RunTurn = Callable[[str, Sequence[Step]], Awaitable[str]]
 
@@ -78,3 +81,16 @@ def run_turn(
         return turn_id
 
     return run
+
+
+@pytest.fixture
+def ask_color(
+    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
+) -> AskColor:
+    async def ask(then: str) -> str:
+        fake.script("ask", [Question([COLOR]), Text(then)])
+        await client.post(f"/threads/{thread}/turns", json={"text": "[[script:ask]]"})
+        asked = await rec.wait_for("user-input.requested")
+        return f"/threads/{thread}/requests/{asked.request_id}"
+
+    return ask

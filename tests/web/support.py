@@ -26,6 +26,13 @@ from adapter import OpenCodeAdapter
 #: The thread the stream tests use.
 T = "t"
 
+#: A question the tests ask through the fake (its answer field is ``Color``).
+COLOR = {
+    "question": "Which color?",
+    "header": "Color",
+    "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}],
+}
+
 
 @dataclass(frozen=True)
 class Frame:

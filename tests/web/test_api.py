@@ -16,19 +16,13 @@ from adapter.testing.fake import (
     FakeOpenCodeServer,
     Hang,
     Permission,
-    Question,
     Task,
     Text,
     Tool,
 )
 from adapter.web._errors import response_for
 from tests.adapter_support import Recorder, refuse
-
-COLOR = {
-    "question": "Which color?",
-    "header": "Color",
-    "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}],
-}
+from tests.web.conftest import AskColor
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -248,13 +242,9 @@ async def test_a_permission_request_is_answered(
 
 
 async def test_a_question_is_answered_and_bad_answers_name_the_field(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    client: httpx.AsyncClient, rec: Recorder, ask_color: AskColor
 ) -> None:
-    fake.script("ask", [Question([COLOR]), Text("thanks")])
-    await client.post("/threads", json={"thread_id": "t"})
-    await client.post("/threads/t/turns", json={"text": "[[script:ask]]"})
-    asked = await rec.wait_for("user-input.requested")
-    path = f"/threads/t/requests/{asked.request_id}"
+    path = await ask_color("thanks")
     message = await expect_invalid(
         await client.post(path, json={"answers": {"Colr": "red"}}), "answers"
     )
@@ -267,13 +257,9 @@ async def test_a_question_is_answered_and_bad_answers_name_the_field(
 
 
 async def test_a_question_is_rejected(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    client: httpx.AsyncClient, rec: Recorder, ask_color: AskColor
 ) -> None:
-    fake.script("ask", [Question([COLOR]), Text("never said")])
-    await client.post("/threads", json={"thread_id": "t"})
-    await client.post("/threads/t/turns", json={"text": "[[script:ask]]"})
-    asked = await rec.wait_for("user-input.requested")
-    path = f"/threads/t/requests/{asked.request_id}"
+    path = await ask_color("never said")
     await expect_invalid(await client.post(path, json={"reject": False}), "reject")
     ok = await client.post(path, json={"reject": True})
     assert ok.status_code == 200

@@ -17,10 +17,11 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter
-from adapter.testing.fake import FakeOpenCodeServer, Question, Text
+from adapter.testing.fake import FakeOpenCodeServer, Text
 from adapter.web._body import MAX_BODY_BYTES, MAX_JSON_DEPTH
 from tests.adapter_support import Recorder
-from tests.web.test_api import COLOR, error_of, expect_invalid
+from tests.web.conftest import AskColor
+from tests.web.test_api import error_of, expect_invalid
 
 JSON = {"content-type": "application/json"}
 
@@ -163,13 +164,9 @@ async def test_a_lone_surrogate_in_any_string_is_422(
 
 
 async def test_a_lone_surrogate_in_an_answer_is_422_and_the_question_stays_open(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    client: httpx.AsyncClient, ask_color: AskColor
 ) -> None:
-    fake.script("ask", [Question([COLOR]), Text("thanks")])
-    await client.post("/threads", json={"thread_id": "t"})
-    await client.post("/threads/t/turns", json={"text": "[[script:ask]]"})
-    asked = await rec.wait_for("user-input.requested")
-    path = f"/threads/t/requests/{asked.request_id}"
+    path = await ask_color("thanks")
     for body in (rb'{"answers": {"Color": ["bl\ud800ue"]}}', rb'{"answers": {"\udc00": "red"}}'):
         response = await client.post(path, content=body, headers=JSON)
         assert "surrogate" in await expect_invalid(response, "answers")
