@@ -64,5 +64,12 @@ def refuse(
     return fake.fail(method, path, status=400, times=times, body=body)
 
 
+def emit_session_error(fake: FakeOpenCodeServer, session_id: str, name: str, message: str) -> None:
+    """The fake emits OpenCode's ``session.error`` of ``session_id``: error ``name`` saying
+    ``message`` (``MessageAbortedError`` is how OpenCode tells that an abort landed)."""
+    error = {"name": name, "data": {"message": message}}
+    fake.emit("session.error", {"sessionID": session_id, "error": error})
+
+
 #: The ``record`` fixture: a recorder of any adapter, closed at the end of the test.
 Record = Callable[[OpenCodeAdapter], Recorder]

@@ -470,8 +470,7 @@ async def test_resume_recovers_requests_raised_before_we_connected(
     assert opened.thread_id == T and opened.patterns == ("make *",)
     assert fake.sessions[opened.session_id].parent_id == root
     await oc.respond_to_request(T, opened.request_id, "accept")
-    resolved = await rec.wait_for("request.resolved")
-    assert resolved.decision == "accept"
+    assert (await rec.wait_for("request.resolved")).decision == "accept"
 
 
 async def test_requests_raised_during_an_outage_are_recovered(

@@ -15,7 +15,7 @@ from adapter import (
     TurnCancelledError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
-from tests.adapter_support import Record, Recorder, refuse
+from tests.adapter_support import Record, Recorder, emit_session_error, refuse
 
 T = "thread-1"
 
@@ -316,10 +316,7 @@ async def test_genuine_error_during_a_stop_stays_visible(
     hold = fake.hold("POST", f"/session/{child}/abort")
     stop = asyncio.create_task(oc.interrupt_turn(T))
     await hold.wait_started()
-    fake.emit(
-        "session.error",
-        {"sessionID": root, "error": {"name": "APIError", "data": {"message": "quota"}}},
-    )
+    emit_session_error(fake, root, "APIError", "quota")
     failed = await rec.wait_for("turn.completed")
     assert failed.state == "failed" and failed.error == "quota"
     assert (await rec.wait_for("runtime.error")).error_name == "APIError"
@@ -375,13 +372,7 @@ async def test_late_events_of_a_stopped_turn_are_suppressed(
     )
     fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "busy"}})
     fake.emit("session.idle", {"sessionID": info.session_id})
-    fake.emit(
-        "session.error",
-        {
-            "sessionID": info.session_id,
-            "error": {"name": "MessageAbortedError", "data": {"message": "Aborted"}},
-        },
-    )
+    emit_session_error(fake, info.session_id, "MessageAbortedError", "Aborted")
     fake.script("next", [Hang()])
     await oc.send_turn(T, "next [[script:next]]")
     await asyncio.sleep(0.1)

@@ -11,7 +11,7 @@ import pytest
 
 from adapter import OpenCodeAdapter, RequestError, Timeouts, TreeStopError
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text
-from tests.adapter_support import Record, Recorder
+from tests.adapter_support import Record, Recorder, emit_session_error
 
 T = "thread-1"
 
@@ -36,10 +36,7 @@ def aborts(fake: FakeOpenCodeServer, sid: str) -> int:
 def acknowledge(fake: FakeOpenCodeServer, root: str) -> None:
     """What OpenCode emits when an abort of ``root`` lands: ``session.error`` with
     ``MessageAbortedError`` and no message."""
-    fake.emit(
-        "session.error",
-        {"sessionID": root, "error": {"name": "MessageAbortedError", "data": {"message": "x"}}},
-    )
+    emit_session_error(fake, root, "MessageAbortedError", "x")
 
 
 async def hanging_task_tree(
@@ -113,10 +110,7 @@ async def test_stop_and_send_during_the_cleanup_of_a_turn_that_failed_wait_for_i
     hold = fake.hold("POST", abort_path(api_child))
     first = asyncio.create_task(oc.interrupt_turn(T))
     await hold.wait_started()
-    fake.emit(
-        "session.error",
-        {"sessionID": root, "error": {"name": "APIError", "data": {"message": "quota"}}},
-    )
+    emit_session_error(fake, root, "APIError", "quota")
     failed = await rec.wait_for("turn.completed")
     assert failed.turn_id == turn_id and failed.state == "failed"
     fake.script("next", [Text("after the cleanup")])

@@ -611,8 +611,7 @@ async def test_a_child_request_is_delivered_after_its_ancestry_lookup_fails_for_
     assert (opened.thread_id, opened.session_id) == (T, child)
     assert not rec.of("runtime.warning", T)
     await oc.respond_to_request(T, opened.request_id, "accept")
-    resolved = await rec.wait_for("request.resolved")
-    assert resolved.decision == "accept"
+    assert (await rec.wait_for("request.resolved")).decision == "accept"
 
 
 async def test_a_child_request_whose_ancestry_stays_unknown_is_surfaced_as_a_warning(

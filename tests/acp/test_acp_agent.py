@@ -42,6 +42,17 @@ def prompt_task(h: Harness, sid: str, text: str) -> asyncio.Task[PromptResponse]
     return asyncio.create_task(h.conn.prompt(session_id=sid, prompt=[text_block(text)]))
 
 
+async def hanging_prompt(
+    h: Harness, fake: FakeOpenCodeServer
+) -> tuple[str, asyncio.Task[PromptResponse]]:
+    """A new session and its prompt, running (its OpenCode session busy) until stopped."""
+    fake.script("slow", [Hang()])
+    sid = await h.new_session()
+    running = prompt_task(h, sid, "[[script:slow]]")
+    await fake.wait_until(lambda: fake.sessions[sid].busy)
+    return sid, running
+
+
 async def test_initialize_announces_load_and_the_prompt_content_opencode_takes(
     acp_client: Harness,
 ) -> None:
@@ -293,10 +304,7 @@ async def test_a_question_acp_cannot_carry_is_declined_and_the_client_told(
 async def test_a_session_that_ends_mid_prompt_fails_the_prompt_and_later_calls(
     oc: OpenCodeAdapter, acp_client: Harness, fake: FakeOpenCodeServer
 ) -> None:
-    fake.script("slow", [Hang()])
-    sid = await acp_client.new_session()
-    running = prompt_task(acp_client, sid, "[[script:slow]]")
-    await fake.wait_until(lambda: fake.sessions[sid].busy)
+    sid, running = await hanging_prompt(acp_client, fake)
     [thread] = oc.list_sessions()
     await oc.stop_session(thread.thread_id)  # as when the server exits
     with pytest.raises(RequestError, match="the OpenCode session ended"):
@@ -322,10 +330,7 @@ async def test_a_turn_opencode_ended_on_length_or_filter_answers_that_stop_reaso
 async def test_cancel_stops_children_created_through_the_api_too(
     acp_client: Harness, fake: FakeOpenCodeServer
 ) -> None:
-    fake.script("slow", [Hang()])
-    sid = await acp_client.new_session()
-    running = prompt_task(acp_client, sid, "[[script:slow]]")
-    await fake.wait_until(lambda: fake.sessions[sid].busy)
+    sid, running = await hanging_prompt(acp_client, fake)
     kid = fake.add_session(parent_id=sid, busy=True)
     grandkid = fake.add_session(parent_id=kid, busy=True)
     await acp_client.conn.cancel(session_id=sid)
@@ -371,10 +376,7 @@ async def test_a_session_whose_thread_ended_can_be_loaded_again(
 async def test_a_failed_stop_is_told_then_the_prompt_still_answers_cancelled(
     acp_client: Harness, fake: FakeOpenCodeServer
 ) -> None:
-    fake.script("slow", [Hang()])
-    sid = await acp_client.new_session()
-    running = prompt_task(acp_client, sid, "[[script:slow]]")
-    await fake.wait_until(lambda: fake.sessions[sid].busy)
+    sid, running = await hanging_prompt(acp_client, fake)
     stuck = fake.add_session(parent_id=sid, busy=True)
     fake.fail("POST", f"/session/{stuck}/abort", status=400, times=None)
     await acp_client.conn.cancel(session_id=sid)
