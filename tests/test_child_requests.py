@@ -119,6 +119,16 @@ def script_asking(fake: FakeOpenCodeServer, how: str) -> str:
 # -- a reply during a retrying ancestry lookup (B50, B52) ------------------------------------
 
 
+def ask_outside_a_tool_call(fake: FakeOpenCodeServer, session_id: str) -> str:
+    """The fake emits a permission request of ``session_id`` that no tool call raised; its id."""
+    request_id = "per_asked_from_outside_a_tool_call"
+    fake.emit(
+        "permission.asked",
+        {"id": request_id, "sessionID": session_id, "permission": "edit", "patterns": ["*.py"]},
+    )
+    return request_id
+
+
 @pytest.mark.parametrize("how", list(ANSWERS))
 async def test_a_grandchilds_request_answered_elsewhere_while_its_ancestry_lookup_retries_is_never_announced(  # noqa: E501
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, how: str
@@ -174,11 +184,7 @@ async def test_a_lookup_whose_first_request_is_answered_still_delivers_the_sessi
     await prompt(fake, grandchild, script_asking(fake, "permission"))
     answered = await pending_request(fake, grandchild)
     await lookup.wait_started()
-    other = "per_asked_from_outside_a_tool_call"
-    fake.emit(
-        "permission.asked",
-        {"id": other, "sessionID": grandchild, "permission": "edit", "patterns": ["*.py"]},
-    )
+    other = ask_outside_a_tool_call(fake, grandchild)
     await answer_elsewhere(fake, "permission", answered)
     await adapter_caught_up(fake, rec, info.session_id, "after the answer")
     lookup.release()
@@ -202,11 +208,7 @@ async def test_every_request_waiting_on_a_lookup_that_fails_is_surfaced_as_a_war
     await prompt(fake, grandchild, script_asking(fake, "permission"))
     first = await pending_request(fake, grandchild)
     await lookup.wait_started()
-    other = "per_asked_from_outside_a_tool_call"
-    fake.emit(
-        "permission.asked",
-        {"id": other, "sessionID": grandchild, "permission": "edit", "patterns": ["*.py"]},
-    )
+    other = ask_outside_a_tool_call(fake, grandchild)
     await adapter_caught_up(fake, rec, info.session_id, "both asked")
     lookup.release()
     await settled(oc, fake, rec, info.session_id)
