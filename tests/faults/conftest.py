@@ -1,4 +1,5 @@
-"""Fixtures of the fault suite: a fresh fake server and a client on it with fast retries."""
+"""Fixtures of the fault suite: a fresh fake server, a client on it with fast retries, and
+an adapter on it with its event log and leak checks (``h``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from adapter import OpenCodeClient, RetryPolicy
 from adapter.testing.fake import FakeOpenCodeServer
+from tests.faults.support import Harness
 
 #: The default policy's shape (4 attempts), with waits short enough for a test.
 FAST_RETRY = RetryPolicy(attempts=4, initial_wait=0.001, max_wait=0.005)
@@ -32,3 +34,11 @@ async def client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
     assert fake.in_flight == 0
     current = asyncio.current_task()
     assert [t for t in asyncio.all_tasks() - before if not t.done() and t is not current] == []
+
+
+@pytest.fixture
+async def h(fake: FakeOpenCodeServer) -> AsyncIterator[Harness]:
+    """An adapter on ``fake`` with fast timeouts and its event log; on exit, the checks
+    that it left nothing behind (``Harness``)."""
+    async with Harness(fake) as harness:
+        yield harness

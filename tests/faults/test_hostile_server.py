@@ -248,19 +248,18 @@ async def test_an_endless_chunked_body_is_read_only_up_to_the_limit(
 
 
 async def test_an_oversized_event_drops_the_stream_which_reconnects(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("ok", [Text("fine")])
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        huge = {"sessionID": info.session_id, "info": {"title": "x" * (5 * 1024 * 1024)}}
-        fake.emit("session.updated", huge)
-        warning = await h.rec.wait_for("runtime.warning")
-        assert "reconnecting" in warning.message
-        await h.oc.send_turn(T, "go [[script:ok]]")
-        assert (await h.rec.wait_for("turn.completed", timeout=5)).state == "completed"
-        assert h.rec.of("thread.metadata.updated") == []
-        await h.consistent()
+    info = await h.oc.start_session(T)
+    huge = {"sessionID": info.session_id, "info": {"title": "x" * (5 * 1024 * 1024)}}
+    fake.emit("session.updated", huge)
+    warning = await h.rec.wait_for("runtime.warning")
+    assert "reconnecting" in warning.message
+    await h.oc.send_turn(T, "go [[script:ok]]")
+    assert (await h.rec.wait_for("turn.completed", timeout=5)).state == "completed"
+    assert h.rec.of("thread.metadata.updated") == []
+    await h.consistent()
 
 
 async def test_an_endless_event_line_is_cut_off_at_max_event_bytes(
@@ -426,210 +425,199 @@ async def test_a_hostile_caller_id_is_refused_before_any_request(
 
 
 async def test_a_resume_cursor_with_a_hostile_id_starts_a_fresh_session(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        for i, bad in enumerate(HOSTILE_IDS):
-            info = await h.oc.start_session(f"t{i}", resume={"schema": 1, "session_id": bad})
-            assert info.session_id in fake.sessions
-        assert_only_valid_paths(fake, "global", "%2F", "..")
+    for i, bad in enumerate(HOSTILE_IDS):
+        info = await h.oc.start_session(f"t{i}", resume={"schema": 1, "session_id": bad})
+        assert info.session_id in fake.sessions
+    assert_only_valid_paths(fake, "global", "%2F", "..")
 
 
 async def test_hostile_child_ids_from_the_server_never_reach_a_url(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        fake.script("hang", [Hang()])
-        info = await h.oc.start_session(T)
-        await h.oc.send_turn(T, "go [[script:hang]]")
-        good = fake.add_session(parent_id=info.session_id, busy=True)
+    fake.script("hang", [Hang()])
+    info = await h.oc.start_session(T)
+    await h.oc.send_turn(T, "go [[script:hang]]")
+    good = fake.add_session(parent_id=info.session_id, busy=True)
 
-        async def listing(request: httpx.Request) -> httpx.Response | None:
-            if request.url.path != f"/session/{info.session_id}/children":
-                return None
-            body = [session_json(b, info.session_id) for b in HOSTILE_IDS]
-            return json_response([*body, session_json(good, info.session_id)])
+    async def listing(request: httpx.Request) -> httpx.Response | None:
+        if request.url.path != f"/session/{info.session_id}/children":
+            return None
+        body = [session_json(b, info.session_id) for b in HOSTILE_IDS]
+        return json_response([*body, session_json(good, info.session_id)])
 
-        fake.on("GET", "/session/{id}/children", listing)
-        with pytest.raises(TreeStopError) as caught:
-            await h.oc.interrupt_turn(T)
-        assert isinstance(caught.value.cause, ProtocolError)
-        assert caught.value.first_failure is not None
-        assert caught.value.first_failure.failed_step == "children"
-        assert good in caught.value.report and not fake.sessions[good].busy
-        assert_only_valid_paths(fake, "global", "%2F", "..", "abort/abort")
+    fake.on("GET", "/session/{id}/children", listing)
+    with pytest.raises(TreeStopError) as caught:
+        await h.oc.interrupt_turn(T)
+    assert isinstance(caught.value.cause, ProtocolError)
+    assert caught.value.first_failure is not None
+    assert caught.value.first_failure.failed_step == "children"
+    assert good in caught.value.report and not fake.sessions[good].busy
+    assert_only_valid_paths(fake, "global", "%2F", "..", "abort/abort")
 
 
 async def test_hostile_ids_in_events_are_never_adopted_or_requested(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        fake.script("hang", [Text("x"), Hang()])
-        info = await h.oc.start_session(T)
-        root = info.session_id
-        await h.oc.send_turn(T, "go [[script:hang]]")
-        await h.rec.wait_for("content.delta")
-        for bad in HOSTILE_IDS:
-            fake.emit("session.created", {"sessionID": bad, "info": session_json(bad, root)})
-            fake.emit(
-                "permission.asked",
-                {"id": "per_x", "sessionID": bad, "permission": "bash", "patterns": ["*"]},
-            )
-            fake.emit(
-                "message.part.updated",
-                {
+    fake.script("hang", [Text("x"), Hang()])
+    info = await h.oc.start_session(T)
+    root = info.session_id
+    await h.oc.send_turn(T, "go [[script:hang]]")
+    await h.rec.wait_for("content.delta")
+    for bad in HOSTILE_IDS:
+        fake.emit("session.created", {"sessionID": bad, "info": session_json(bad, root)})
+        fake.emit(
+            "permission.asked",
+            {"id": "per_x", "sessionID": bad, "permission": "bash", "patterns": ["*"]},
+        )
+        fake.emit(
+            "message.part.updated",
+            {
+                "sessionID": root,
+                "part": {
+                    "id": "prt_1",
                     "sessionID": root,
-                    "part": {
-                        "id": "prt_1",
-                        "sessionID": root,
-                        "messageID": "msg_1",
-                        "type": "tool",
-                        "tool": "task",
-                        "callID": "call_x",
-                        "state": {"status": "running", "input": {}, "metadata": {"sessionId": bad}},
-                    },
+                    "messageID": "msg_1",
+                    "type": "tool",
+                    "tool": "task",
+                    "callID": "call_x",
+                    "state": {"status": "running", "input": {}, "metadata": {"sessionId": bad}},
                 },
-            )
-        await settle(100)
-        assert h.rec.of("child.started") == [] and h.rec.of("request.opened") == []
-        result = await h.oc.interrupt_turn(T)
-        assert result.stop is not None and result.stop.session_ids == (root,)
-        assert_only_valid_paths(fake, "global", "%2F", "..")
+            },
+        )
+    await settle(100)
+    assert h.rec.of("child.started") == [] and h.rec.of("request.opened") == []
+    result = await h.oc.interrupt_turn(T)
+    assert result.stop is not None and result.stop.session_ids == (root,)
+    assert_only_valid_paths(fake, "global", "%2F", "..")
 
 
 # ------------------------------------------------------------------ strangers' events
 
 
 async def test_events_for_unknown_sessions_produce_nothing_and_touch_nothing(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        stranger = fake.add_session(busy=True)
-        await settle()
-        fake.reset_stats()
-        for sid in (stranger, "ses_nonexistent"):
-            fake.emit("session.status", {"sessionID": sid, "status": {"type": "idle"}})
-            fake.emit("session.idle", {"sessionID": sid})
-            fake.emit("session.error", {"sessionID": sid, "error": {"name": "APIError"}})
-            fake.emit(
-                "message.part.delta",
-                {"sessionID": sid, "messageID": "msg_1", "partID": "prt_1", "delta": "boo"},
-            )
-            fake.emit("session.created", {"sessionID": sid, "info": session_json(sid, None)})
-        await settle(100)
-        assert [
-            e.type for e in h.rec.events if e.type.startswith(("turn", "content", "child"))
-        ] == []
-        assert h.rec.of("runtime.error") == []
-        assert fake.requests == [], "no request for strangers' events"
-        assert fake.sessions[stranger].busy
-        assert h.oc.list_sessions()[0].session_id == info.session_id
-        await h.consistent()
+    info = await h.oc.start_session(T)
+    stranger = fake.add_session(busy=True)
+    await settle()
+    fake.reset_stats()
+    for sid in (stranger, "ses_nonexistent"):
+        fake.emit("session.status", {"sessionID": sid, "status": {"type": "idle"}})
+        fake.emit("session.idle", {"sessionID": sid})
+        fake.emit("session.error", {"sessionID": sid, "error": {"name": "APIError"}})
+        fake.emit(
+            "message.part.delta",
+            {"sessionID": sid, "messageID": "msg_1", "partID": "prt_1", "delta": "boo"},
+        )
+        fake.emit("session.created", {"sessionID": sid, "info": session_json(sid, None)})
+    await settle(100)
+    assert [e.type for e in h.rec.events if e.type.startswith(("turn", "content", "child"))] == []
+    assert h.rec.of("runtime.error") == []
+    assert fake.requests == [], "no request for strangers' events"
+    assert fake.sessions[stranger].busy
+    assert h.oc.list_sessions()[0].session_id == info.session_id
+    await h.consistent()
 
 
 async def test_a_strangers_permission_request_is_looked_up_but_never_surfaced(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        stranger = fake.add_session()
-        stranger_kid = fake.add_session(parent_id=stranger)
-        fake.emit(
-            "permission.asked",
-            {"id": "per_1", "sessionID": stranger_kid, "permission": "bash", "patterns": ["*"]},
-        )
-        await fake.wait_until(
-            lambda: any(r.session_id == stranger for r in fake.requests), timeout=2
-        )
-        await settle(50)
-        assert h.rec.of("request.opened") == []
-        methods = {(r.method, r.session_id) for r in fake.requests if r.session_id}
-        assert methods <= {("GET", stranger), ("GET", stranger_kid)}, "only ancestry reads"
+    await h.oc.start_session(T)
+    stranger = fake.add_session()
+    stranger_kid = fake.add_session(parent_id=stranger)
+    fake.emit(
+        "permission.asked",
+        {"id": "per_1", "sessionID": stranger_kid, "permission": "bash", "patterns": ["*"]},
+    )
+    await fake.wait_until(lambda: any(r.session_id == stranger for r in fake.requests), timeout=2)
+    await settle(50)
+    assert h.rec.of("request.opened") == []
+    methods = {(r.method, r.session_id) for r in fake.requests if r.session_id}
+    assert methods <= {("GET", stranger), ("GET", stranger_kid)}, "only ancestry reads"
 
 
 async def test_a_flood_of_strangers_permission_requests_causes_bounded_lookups(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        stranger = fake.add_session()
-        slow = fake.hold("GET", f"/session/{stranger}")
-        for i in range(300):
-            fake.emit(
-                "permission.asked",
-                {"id": f"per_{i}", "sessionID": stranger, "permission": "bash", "patterns": []},
-            )
-        await slow.wait_started()
-        await settle(200)
-        held = len(slow.requests)
-        slow.release()
-        assert held <= 8, f"{held} concurrent lookups for one stranger"
+    await h.oc.start_session(T)
+    stranger = fake.add_session()
+    slow = fake.hold("GET", f"/session/{stranger}")
+    for i in range(300):
+        fake.emit(
+            "permission.asked",
+            {"id": f"per_{i}", "sessionID": stranger, "permission": "bash", "patterns": []},
+        )
+    await slow.wait_started()
+    await settle(200)
+    held = len(slow.requests)
+    slow.release()
+    assert held <= 8, f"{held} concurrent lookups for one stranger"
 
 
 # ------------------------------------------------------------------ repeated / reordered events
 
 
-async def test_duplicated_and_reordered_events_change_nothing(fake: FakeOpenCodeServer) -> None:
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        root = info.session_id
-        fake.script(
-            "work", [Text("hello world"), Tool("bash", {"command": "ls"}, output="a\n"), Hang()]
-        )
-        turn = await h.oc.send_turn(T, "go [[script:work]]")
-        done_item = await h.rec.wait_for("item.completed")
-        text = "".join(e.delta for e in h.rec.of("content.delta", T))
-        assert text == "hello world"
-        # Replay every part snapshot of the turn, twice, newest first.
-        snapshots = [e for e in fake.events if e["type"] == "message.part.updated"]
-        for envelope in [*reversed(snapshots), *snapshots]:
-            fake.emit(envelope["type"], envelope["properties"])
-        await settle(100)
-        assert "".join(e.delta for e in h.rec.of("content.delta", T)) == "hello world"
-        assert len([e for e in h.rec.of("item.started") if e.item_id == done_item.item_id]) == 1
-        assert len([e for e in h.rec.of("item.completed") if e.item_id == done_item.item_id]) == 1
-        # An abort by another client, with its events duplicated, ends the turn once.
-        async with fake.client() as other:
-            await other.post(f"/session/{root}/abort")
-        aborted = {"sessionID": root, "error": {"name": "MessageAbortedError", "data": {}}}
-        fake.emit("session.error", aborted)
-        await h.rec.wait_for("turn.aborted")
-        await settle(50)
-        assert [e.turn_id for e in h.rec.of("turn.aborted")] == [turn.turn_id]
-        assert h.rec.of("runtime.error") == []
-        await h.consistent()
+async def test_duplicated_and_reordered_events_change_nothing(
+    fake: FakeOpenCodeServer, h: Harness
+) -> None:
+    info = await h.oc.start_session(T)
+    root = info.session_id
+    fake.script(
+        "work", [Text("hello world"), Tool("bash", {"command": "ls"}, output="a\n"), Hang()]
+    )
+    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    done_item = await h.rec.wait_for("item.completed")
+    text = "".join(e.delta for e in h.rec.of("content.delta", T))
+    assert text == "hello world"
+    # Replay every part snapshot of the turn, twice, newest first.
+    snapshots = [e for e in fake.events if e["type"] == "message.part.updated"]
+    for envelope in [*reversed(snapshots), *snapshots]:
+        fake.emit(envelope["type"], envelope["properties"])
+    await settle(100)
+    assert "".join(e.delta for e in h.rec.of("content.delta", T)) == "hello world"
+    assert len([e for e in h.rec.of("item.started") if e.item_id == done_item.item_id]) == 1
+    assert len([e for e in h.rec.of("item.completed") if e.item_id == done_item.item_id]) == 1
+    # An abort by another client, with its events duplicated, ends the turn once.
+    async with fake.client() as other:
+        await other.post(f"/session/{root}/abort")
+    aborted = {"sessionID": root, "error": {"name": "MessageAbortedError", "data": {}}}
+    fake.emit("session.error", aborted)
+    await h.rec.wait_for("turn.aborted")
+    await settle(50)
+    assert [e.turn_id for e in h.rec.of("turn.aborted")] == [turn.turn_id]
+    assert h.rec.of("runtime.error") == []
+    await h.consistent()
 
 
-async def test_duplicated_idles_complete_a_turn_once(fake: FakeOpenCodeServer) -> None:
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        fake.script("ok", [Text("fine")])
-        await h.oc.send_turn(T, "go [[script:ok]]")
-        await h.rec.wait_for("turn.completed")
-        for _ in range(5):
-            fake.emit("session.idle", {"sessionID": info.session_id})
-            fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "idle"}})
-        await asyncio.sleep(0.1)
-        assert len(h.rec.of("turn.completed")) == 1
-        await h.consistent()
-
-
-async def test_an_idle_with_no_turn_does_nothing(fake: FakeOpenCodeServer) -> None:
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        fake.reset_stats()
+async def test_duplicated_idles_complete_a_turn_once(fake: FakeOpenCodeServer, h: Harness) -> None:
+    info = await h.oc.start_session(T)
+    fake.script("ok", [Text("fine")])
+    await h.oc.send_turn(T, "go [[script:ok]]")
+    await h.rec.wait_for("turn.completed")
+    for _ in range(5):
         fake.emit("session.idle", {"sessionID": info.session_id})
         fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "idle"}})
-        await asyncio.sleep(0.05)
-        assert fake.requests == [], "no status check without a turn"
-        assert [e.type for e in h.rec.events] == ["session.started", "thread.started"]
-        # ... and it is not remembered: the next turn is not completed by it.
-        fake.script("hang", [Hang()])
-        await h.oc.send_turn(T, "go [[script:hang]]")
-        await asyncio.sleep(0.05)
-        assert h.rec.of("turn.completed") == []
-        await h.consistent()
+    await asyncio.sleep(0.1)
+    assert len(h.rec.of("turn.completed")) == 1
+    await h.consistent()
+
+
+async def test_an_idle_with_no_turn_does_nothing(fake: FakeOpenCodeServer, h: Harness) -> None:
+    info = await h.oc.start_session(T)
+    fake.reset_stats()
+    fake.emit("session.idle", {"sessionID": info.session_id})
+    fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "idle"}})
+    await asyncio.sleep(0.05)
+    assert fake.requests == [], "no status check without a turn"
+    assert [e.type for e in h.rec.events] == ["session.started", "thread.started"]
+    # ... and it is not remembered: the next turn is not completed by it.
+    fake.script("hang", [Hang()])
+    await h.oc.send_turn(T, "go [[script:hang]]")
+    await asyncio.sleep(0.05)
+    assert h.rec.of("turn.completed") == []
+    await h.consistent()
 
 
 def poison_status(fake: FakeOpenCodeServer) -> Hook:
@@ -654,15 +642,14 @@ async def test_a_malformed_stranger_in_the_status_map_does_not_fail_the_stop(
 
 
 async def test_a_malformed_stranger_in_the_status_map_does_not_block_turn_completion(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        poison_status(fake)
-        fake.script("ok", [Text("fine")])
-        await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:ok]]")
-        done = await h.rec.wait_for("turn.completed", timeout=1.0)
-        assert done.turn_id == turn.turn_id
+    poison_status(fake)
+    fake.script("ok", [Text("fine")])
+    await h.oc.start_session(T)
+    turn = await h.oc.send_turn(T, "go [[script:ok]]")
+    done = await h.rec.wait_for("turn.completed", timeout=1.0)
+    assert done.turn_id == turn.turn_id
 
 
 # ------------------------------------------------------------------ lone surrogates

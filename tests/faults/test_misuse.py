@@ -35,70 +35,65 @@ PER_THREAD_CALLS: dict[str, PerThreadCall] = {
 
 @pytest.mark.parametrize("call", PER_THREAD_CALLS.values(), ids=PER_THREAD_CALLS.keys())
 async def test_every_call_on_an_unknown_thread_raises_without_a_request(
-    fake: FakeOpenCodeServer, call: PerThreadCall
+    fake: FakeOpenCodeServer, call: PerThreadCall, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session("somebody-else")
-        fake.reset_stats()
-        with pytest.raises(UnknownThreadError) as caught:
-            await call(h.oc, "no-such-thread")
-        assert caught.value.thread_id == "no-such-thread"
-        assert [r for r in fake.requests if r.path != "/event"] == []
-        await h.consistent()
+    await h.oc.start_session("somebody-else")
+    fake.reset_stats()
+    with pytest.raises(UnknownThreadError) as caught:
+        await call(h.oc, "no-such-thread")
+    assert caught.value.thread_id == "no-such-thread"
+    assert [r for r in fake.requests if r.path != "/event"] == []
+    await h.consistent()
 
 
 @pytest.mark.parametrize("call", PER_THREAD_CALLS.values(), ids=PER_THREAD_CALLS.keys())
 async def test_every_call_after_stop_session_raises_unknown_thread_without_a_request(
-    fake: FakeOpenCodeServer, call: PerThreadCall
+    fake: FakeOpenCodeServer, call: PerThreadCall, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        await h.oc.stop_session(T)
-        fake.reset_stats()
-        with pytest.raises(UnknownThreadError):
-            await call(h.oc, T)
-        assert fake.requests == []
-        await settle()
-        assert h.rec.types(T)[-1] == "session.exited"
+    await h.oc.start_session(T)
+    await h.oc.stop_session(T)
+    fake.reset_stats()
+    with pytest.raises(UnknownThreadError):
+        await call(h.oc, T)
+    assert fake.requests == []
+    await settle()
+    assert h.rec.types(T)[-1] == "session.exited"
 
 
 async def test_a_stopped_thread_id_can_be_started_again_with_a_fresh_session(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("ok", [Text("second life")])
-    async with Harness(fake) as h:
-        first = await h.oc.start_session(T)
-        await h.oc.stop_session(T)
-        second = await h.oc.start_session(T)
-        assert second.session_id != first.session_id
-        await h.oc.send_turn(T, "go [[script:ok]]")
-        done = await h.rec.wait_for("turn.completed")
-        assert h.rec.types(T).count("session.exited") == 1
-        assert done.thread_id == T
-        await h.consistent()
+    first = await h.oc.start_session(T)
+    await h.oc.stop_session(T)
+    second = await h.oc.start_session(T)
+    assert second.session_id != first.session_id
+    await h.oc.send_turn(T, "go [[script:ok]]")
+    done = await h.rec.wait_for("turn.completed")
+    assert h.rec.types(T).count("session.exited") == 1
+    assert done.thread_id == T
+    await h.consistent()
 
 
 async def test_unknown_request_ids_are_refused_without_a_request(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        fake.reset_stats()
-        with pytest.raises(UnknownRequestError):
-            await h.oc.respond_to_request(T, "per_unknown", "accept")
-        with pytest.raises(UnknownRequestError):
-            await h.oc.respond_to_user_input(T, "que_unknown", {"q": "a"})
-        assert fake.requests == []
+    await h.oc.start_session(T)
+    fake.reset_stats()
+    with pytest.raises(UnknownRequestError):
+        await h.oc.respond_to_request(T, "per_unknown", "accept")
+    with pytest.raises(UnknownRequestError):
+        await h.oc.respond_to_user_input(T, "que_unknown", {"q": "a"})
+    assert fake.requests == []
 
 
 @pytest.mark.parametrize("thread_id", ["", None, 42])
 async def test_a_malformed_thread_id_is_invalid_input(
-    fake: FakeOpenCodeServer, thread_id: object
+    fake: FakeOpenCodeServer, thread_id: object, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        with pytest.raises(InvalidInputError):
-            await h.oc.start_session(thread_id)  # type: ignore[arg-type]
-        assert fake.requests == [] or all(r.path == "/event" for r in fake.requests)
+    with pytest.raises(InvalidInputError):
+        await h.oc.start_session(thread_id)  # type: ignore[arg-type]
+    assert fake.requests == [] or all(r.path == "/event" for r in fake.requests)
 
 
 @pytest.mark.parametrize(
@@ -110,18 +105,17 @@ async def test_a_malformed_thread_id_is_invalid_input(
     ids=[*PER_THREAD_CALLS.keys(), "start_session"],
 )
 async def test_every_call_after_close_raises_adapter_closed(
-    fake: FakeOpenCodeServer, call: PerThreadCall
+    fake: FakeOpenCodeServer, call: PerThreadCall, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        await h.oc.aclose()
-        fake.reset_stats()
-        with pytest.raises(AdapterClosedError):
-            await call(h.oc, T)
-        assert fake.requests == []
-        assert h.oc.list_sessions() == []
-        await h.oc.aclose()  # idempotent
-        assert [e async for e in h.oc.events()] == [], "a late subscriber ends at once"
+    await h.oc.start_session(T)
+    await h.oc.aclose()
+    fake.reset_stats()
+    with pytest.raises(AdapterClosedError):
+        await call(h.oc, T)
+    assert fake.requests == []
+    assert h.oc.list_sessions() == []
+    await h.oc.aclose()  # idempotent
+    assert [e async for e in h.oc.events()] == [], "a late subscriber ends at once"
 
 
 async def test_an_adapter_used_without_async_with_refuses_and_cannot_be_entered_twice(
@@ -137,28 +131,27 @@ async def test_an_adapter_used_without_async_with_refuses_and_cannot_be_entered_
 
 
 async def test_closing_the_adapter_while_a_stop_runs_lets_the_stop_finish_first(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("hang", [Text("kept"), Hang()])
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        kid = fake.add_session(parent_id=info.session_id, busy=True)
-        turn = await h.oc.send_turn(T, "go [[script:hang]]")
-        await h.rec.wait_for("content.delta")
-        hold = fake.hold("POST", f"/session/{kid}/abort")
-        press = asyncio.create_task(h.oc.interrupt_turn(T))
-        await hold.wait_started()
-        closing = asyncio.create_task(h.oc.aclose())
-        await asyncio.sleep(0.05)
-        assert not closing.done(), "close waits for the pending stop"
-        hold.release()
-        result = await press
-        await closing
-        assert result.turn_id == turn.turn_id and "kept" in result.partial.text
-        types = h.rec.types(T)
-        assert types.index("turn.aborted") < types.index("session.exited")
-        assert types.count("session.exited") == 1
-        assert not fake.sessions[kid].busy and not fake.sessions[info.session_id].busy
+    info = await h.oc.start_session(T)
+    kid = fake.add_session(parent_id=info.session_id, busy=True)
+    turn = await h.oc.send_turn(T, "go [[script:hang]]")
+    await h.rec.wait_for("content.delta")
+    hold = fake.hold("POST", f"/session/{kid}/abort")
+    press = asyncio.create_task(h.oc.interrupt_turn(T))
+    await hold.wait_started()
+    closing = asyncio.create_task(h.oc.aclose())
+    await asyncio.sleep(0.05)
+    assert not closing.done(), "close waits for the pending stop"
+    hold.release()
+    result = await press
+    await closing
+    assert result.turn_id == turn.turn_id and "kept" in result.partial.text
+    types = h.rec.types(T)
+    assert types.index("turn.aborted") < types.index("session.exited")
+    assert types.count("session.exited") == 1
+    assert not fake.sessions[kid].busy and not fake.sessions[info.session_id].busy
 
 
 async def test_closing_the_adapter_while_a_stop_hangs_is_bounded(
@@ -180,38 +173,38 @@ async def test_closing_the_adapter_while_a_stop_hangs_is_bounded(
         assert aborts(fake, info.session_id) >= 1
 
 
-async def test_stop_all_with_many_threads_stops_each_once(fake: FakeOpenCodeServer) -> None:
+async def test_stop_all_with_many_threads_stops_each_once(
+    fake: FakeOpenCodeServer, h: Harness
+) -> None:
     fake.script("hang", [Hang()])
-    async with Harness(fake) as h:
-        threads = [f"t{i}" for i in range(20)]
-        for t in threads:
-            await h.oc.start_session(t)
-            await h.oc.send_turn(t, "go [[script:hang]]")
-        await asyncio.gather(h.oc.stop_all(), h.oc.stop_all())
-        await settle()
-        assert h.oc.list_sessions() == []
-        for t in threads:
-            assert h.rec.types(t).count("session.exited") == 1
-        assert not any(s.busy for s in fake.sessions.values())
+    threads = [f"t{i}" for i in range(20)]
+    for t in threads:
+        await h.oc.start_session(t)
+        await h.oc.send_turn(t, "go [[script:hang]]")
+    await asyncio.gather(h.oc.stop_all(), h.oc.stop_all())
+    await settle()
+    assert h.oc.list_sessions() == []
+    for t in threads:
+        assert h.rec.types(t).count("session.exited") == 1
+    assert not any(s.busy for s in fake.sessions.values())
 
 
 async def test_a_start_racing_a_stop_of_the_same_thread_exits_the_old_session_first(
-    fake: FakeOpenCodeServer,
+    h: Harness,
 ) -> None:
-    async with Harness(fake) as h:
-        first = await h.oc.start_session(T)
-        _, second = await asyncio.gather(h.oc.stop_session(T), h.oc.start_session(T))
-        await settle()
-        lifecycle = [
-            (e.type, getattr(e, "session_id", None))
-            for e in h.rec.events
-            if e.type in ("session.started", "session.exited")
-        ]
-        assert lifecycle == [
-            ("session.started", first.session_id),
-            ("session.exited", first.session_id),
-            ("session.started", second.session_id),
-        ]
+    first = await h.oc.start_session(T)
+    _, second = await asyncio.gather(h.oc.stop_session(T), h.oc.start_session(T))
+    await settle()
+    lifecycle = [
+        (e.type, getattr(e, "session_id", None))
+        for e in h.rec.events
+        if e.type in ("session.started", "session.exited")
+    ]
+    assert lifecycle == [
+        ("session.started", first.session_id),
+        ("session.exited", first.session_id),
+        ("session.started", second.session_id),
+    ]
 
 
 @pytest.mark.parametrize("how", ["aclose", "stop_session"])
@@ -235,19 +228,18 @@ async def test_closing_releases_a_start_that_is_still_connecting_at_once(
 
 
 async def test_a_cancelled_send_does_not_leave_a_turn_that_can_never_end(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("ok", [Text("fine")])
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        hold = fake.hold("POST", "/session/{id}/prompt_async")
-        send = asyncio.create_task(h.oc.send_turn(T, "go [[script:ok]]"))
-        await hold.wait_started()
-        send.cancel()  # e.g. the host's request handler timed out
-        with pytest.raises(asyncio.CancelledError):
-            await send
-        hold.release()
-        await h.consistent()
-        ended = await wait_any(h.rec, ["turn.completed", "turn.aborted"], timeout=1.0)
-        assert ended.thread_id == T
-        assert h.oc.list_sessions()[0].status == "ready"
+    await h.oc.start_session(T)
+    hold = fake.hold("POST", "/session/{id}/prompt_async")
+    send = asyncio.create_task(h.oc.send_turn(T, "go [[script:ok]]"))
+    await hold.wait_started()
+    send.cancel()  # e.g. the host's request handler timed out
+    with pytest.raises(asyncio.CancelledError):
+        await send
+    hold.release()
+    await h.consistent()
+    ended = await wait_any(h.rec, ["turn.completed", "turn.aborted"], timeout=1.0)
+    assert ended.thread_id == T
+    assert h.oc.list_sessions()[0].status == "ready"

@@ -94,23 +94,22 @@ async def test_an_adapter_on_a_closed_port_fails_start_session_and_leaves_nothin
 
 
 async def test_a_refused_prompt_is_never_retried_and_rolls_the_new_turn_back(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        hook = fake.on("POST", "/session/{id}/prompt_async", raising(httpx.ConnectError, 1))
-        with pytest.raises(RequestError) as caught:
-            await h.oc.send_turn(T, "hello")
-        assert caught.value.operation == "prompt_async"
-        assert hook.calls == 1, "a write is never retried"
-        aborted = await h.rec.wait_for("turn.aborted")
-        assert "not accepted" in aborted.reason
-        await h.consistent()
-        [info] = h.oc.list_sessions()
-        assert info.status == "ready" and info.last_error
-        fake.script("ok", [Text("fine")])
-        await h.oc.send_turn(T, "again [[script:ok]]")
-        assert (await h.rec.wait_for("turn.completed")).state == "completed"
+    await h.oc.start_session(T)
+    hook = fake.on("POST", "/session/{id}/prompt_async", raising(httpx.ConnectError, 1))
+    with pytest.raises(RequestError) as caught:
+        await h.oc.send_turn(T, "hello")
+    assert caught.value.operation == "prompt_async"
+    assert hook.calls == 1, "a write is never retried"
+    aborted = await h.rec.wait_for("turn.aborted")
+    assert "not accepted" in aborted.reason
+    await h.consistent()
+    [info] = h.oc.list_sessions()
+    assert info.status == "ready" and info.last_error
+    fake.script("ok", [Text("fine")])
+    await h.oc.send_turn(T, "again [[script:ok]]")
+    assert (await h.rec.wait_for("turn.completed")).state == "completed"
 
 
 # ------------------------------------------------------------------ reset mid-response
@@ -127,24 +126,23 @@ async def test_a_reset_mid_response_on_a_read_is_retried(
 
 
 async def test_a_reset_abort_during_an_interrupt_is_retried_and_the_stop_succeeds(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("work", [Text("some text"), Hang()])
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:work]]")
-        await h.rec.wait_for("content.delta")
-        fake.on("POST", "/session/{id}/abort", raising(httpx.RemoteProtocolError, times=2))
-        result = await h.oc.interrupt_turn(T)
-        assert result.stop is not None and result.stop.ok
-        # the two reset attempts and at least one that landed (the stop's second root
-        # aborts may take the resets too, so the total is not fixed)
-        assert aborts(fake, info.session_id) >= 3
-        assert not fake.sessions[info.session_id].busy
-        assert "some text" in result.partial.text, "output before the fault is kept"
-        aborted = await h.rec.wait_for("turn.aborted")
-        assert aborted.turn_id == turn.turn_id
-        await h.consistent()
+    info = await h.oc.start_session(T)
+    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    await h.rec.wait_for("content.delta")
+    fake.on("POST", "/session/{id}/abort", raising(httpx.RemoteProtocolError, times=2))
+    result = await h.oc.interrupt_turn(T)
+    assert result.stop is not None and result.stop.ok
+    # the two reset attempts and at least one that landed (the stop's second root
+    # aborts may take the resets too, so the total is not fixed)
+    assert aborts(fake, info.session_id) >= 3
+    assert not fake.sessions[info.session_id].busy
+    assert "some text" in result.partial.text, "output before the fault is kept"
+    aborted = await h.rec.wait_for("turn.aborted")
+    assert aborted.turn_id == turn.turn_id
+    await h.consistent()
 
 
 async def test_a_prompt_whose_response_is_lost_after_acceptance_keeps_its_turn(
@@ -271,32 +269,32 @@ async def test_exhausted_retries_raise_a_request_error_carrying_the_status(
 
 
 async def test_a_503_on_a_prompt_is_raised_with_its_status_after_one_attempt(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        fake.fail("POST", "/session/{id}/prompt_async", status=503, times=None)
-        with pytest.raises(RequestError) as caught:
-            await h.oc.send_turn(T, "hello")
-        assert caught.value.status == 503
-        assert prompt_requests(fake) == 1
-        await h.rec.wait_for("turn.aborted")
-        await h.consistent()
+    await h.oc.start_session(T)
+    fake.fail("POST", "/session/{id}/prompt_async", status=503, times=None)
+    with pytest.raises(RequestError) as caught:
+        await h.oc.send_turn(T, "hello")
+    assert caught.value.status == 503
+    assert prompt_requests(fake) == 1
+    await h.rec.wait_for("turn.aborted")
+    await h.consistent()
 
 
-async def test_interrupt_rides_out_a_burst_of_503_on_the_walk(fake: FakeOpenCodeServer) -> None:
+async def test_interrupt_rides_out_a_burst_of_503_on_the_walk(
+    fake: FakeOpenCodeServer, h: Harness
+) -> None:
     fake.script("work", [Hang()])
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        kid = fake.add_session(parent_id=info.session_id, busy=True)
-        await h.oc.send_turn(T, "go [[script:work]]")
-        fake.fail("GET", "/session/{id}/children", status=503, times=2)
-        fake.fail("POST", f"/session/{kid}/abort", status=429, times=2)
-        result = await h.oc.interrupt_turn(T)
-        assert result.stop is not None and result.stop.ok
-        assert not fake.sessions[kid].busy and not fake.sessions[info.session_id].busy
-        await h.rec.wait_for("turn.aborted")
-        await h.consistent()
+    info = await h.oc.start_session(T)
+    kid = fake.add_session(parent_id=info.session_id, busy=True)
+    await h.oc.send_turn(T, "go [[script:work]]")
+    fake.fail("GET", "/session/{id}/children", status=503, times=2)
+    fake.fail("POST", f"/session/{kid}/abort", status=429, times=2)
+    result = await h.oc.interrupt_turn(T)
+    assert result.stop is not None and result.stop.ok
+    assert not fake.sessions[kid].busy and not fake.sessions[info.session_id].busy
+    await h.rec.wait_for("turn.aborted")
+    await h.consistent()
 
 
 # ------------------------------------------------------------------ event stream dropped
@@ -304,66 +302,63 @@ async def test_interrupt_rides_out_a_burst_of_503_on_the_walk(fake: FakeOpenCode
 
 @pytest.mark.parametrize("with_error", [True, False], ids=["reset", "clean-eof"])
 async def test_a_turn_that_finishes_during_an_event_stream_outage_is_reconciled(
-    fake: FakeOpenCodeServer, with_error: bool
+    fake: FakeOpenCodeServer, with_error: bool, h: Harness
 ) -> None:
     fake.script(
         "work",
         [Text("before the drop"), Tool("bash", {"command": "sleep"}, duration=0.1), Text(" end")],
     )
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:work]]")
-        first = await h.rec.wait_for("content.delta")
-        reconnect = fake.hold("GET", "/event")
-        fake.drop_event_streams(error=with_error)
-        warning = await h.rec.wait_for("runtime.warning")
-        assert warning.turn_id == turn.turn_id
-        # The turn finishes on the server while the adapter is blind.
-        await fake.wait_until(lambda: not fake.sessions[info.session_id].busy, timeout=3)
-        assert h.rec.of("turn.completed") == []
-        reconnect.release()
-        done = await h.rec.wait_for("turn.completed", timeout=5)
-        assert done.turn_id == turn.turn_id and done.state == "completed"
-        assert first.delta == "before the drop", "what arrived before the drop was delivered"
-        assert len(h.rec.of("runtime.warning", T)) == 1, "one warning per outage"
-        await h.consistent()
-        assert h.oc.list_sessions()[0].status == "ready"
+    info = await h.oc.start_session(T)
+    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    first = await h.rec.wait_for("content.delta")
+    reconnect = fake.hold("GET", "/event")
+    fake.drop_event_streams(error=with_error)
+    warning = await h.rec.wait_for("runtime.warning")
+    assert warning.turn_id == turn.turn_id
+    # The turn finishes on the server while the adapter is blind.
+    await fake.wait_until(lambda: not fake.sessions[info.session_id].busy, timeout=3)
+    assert h.rec.of("turn.completed") == []
+    reconnect.release()
+    done = await h.rec.wait_for("turn.completed", timeout=5)
+    assert done.turn_id == turn.turn_id and done.state == "completed"
+    assert first.delta == "before the drop", "what arrived before the drop was delivered"
+    assert len(h.rec.of("runtime.warning", T)) == 1, "one warning per outage"
+    await h.consistent()
+    assert h.oc.list_sessions()[0].status == "ready"
 
 
 async def test_event_stream_reconnect_survives_failing_reconnect_attempts(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("work", [Text("a"), Tool("bash", {"command": "x"}, duration=0.3), Text("b")])
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:work]]")
-        await h.rec.wait_for("content.delta")
-        refusals = fake.fail("GET", "/event", status=503, times=2)
-        fake.drop_event_streams()
-        done = await h.rec.wait_for("turn.completed", timeout=5)
-        assert done.turn_id == turn.turn_id
-        assert refusals.calls >= 3
-        assert len(h.rec.of("runtime.warning", T)) == 1
-        await h.consistent()
+    await h.oc.start_session(T)
+    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    await h.rec.wait_for("content.delta")
+    refusals = fake.fail("GET", "/event", status=503, times=2)
+    fake.drop_event_streams()
+    done = await h.rec.wait_for("turn.completed", timeout=5)
+    assert done.turn_id == turn.turn_id
+    assert refusals.calls >= 3
+    assert len(h.rec.of("runtime.warning", T)) == 1
+    await h.consistent()
 
 
 async def test_a_turn_aborted_by_another_client_during_an_outage_is_reconciled_as_aborted(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("work", [Text("partial"), Hang()])
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:work]]")
-        await h.rec.wait_for("content.delta")
-        reconnect = fake.hold("GET", "/event")
-        fake.drop_event_streams()
-        await h.rec.wait_for("runtime.warning")
-        async with OpenCodeClient(fake.base_url, transport=fake.transport) as other_client:
-            await other_client.abort(info.session_id)  # the TUI's Stop, unseen by the adapter
-        reconnect.release()
-        ended = await wait_any(h.rec, ["turn.completed", "turn.aborted"])
-        assert ended.turn_id == turn.turn_id
-        assert ended.type == "turn.aborted", ended
+    info = await h.oc.start_session(T)
+    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    await h.rec.wait_for("content.delta")
+    reconnect = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await h.rec.wait_for("runtime.warning")
+    async with OpenCodeClient(fake.base_url, transport=fake.transport) as other_client:
+        await other_client.abort(info.session_id)  # the TUI's Stop, unseen by the adapter
+    reconnect.release()
+    ended = await wait_any(h.rec, ["turn.completed", "turn.aborted"])
+    assert ended.turn_id == turn.turn_id
+    assert ended.type == "turn.aborted", ended
 
 
 # ------------------------------------------------------------------ the server goes away

@@ -121,24 +121,21 @@ FAILURES: list[tuple[str, str, Callable[[str], bytes]]] = [
 
 @pytest.mark.parametrize(("name", "kind", "line"), FAILURES, ids=[f[0] for f in FAILURES])
 async def test_a_native_event_that_cannot_be_read_is_skipped_and_reported(
-    fake: FakeOpenCodeServer, name: str, kind: str, line: Callable[[str], bytes]
+    fake: FakeOpenCodeServer, name: str, kind: str, line: Callable[[str], bytes], h: Harness
 ) -> None:
     fake.script("ok", [Text("fine")])
-    async with Harness(fake) as h:
-        info = await h.oc.start_session(T)
-        pump = h.oc._pumps[None]
-        await asyncio.wait_for(pump.connected.wait(), 5)
-        fake.emit_raw(line(info.session_id))
-        warning = await h.rec.wait_for(
-            "runtime.warning", lambda e: "skipped" in e.message, timeout=5
-        )
-        assert f"type {kind!r}" in warning.message, warning.message
-        assert warning.thread_id == T
-        await h.oc.send_turn(T, "go [[script:ok]]")
-        completed = await h.rec.wait_for("turn.completed", timeout=5)
-        assert completed.state == "completed"
-        assert pump.bad_events >= 1
-        assert pump.reconnects == 0, "a bad event must not cost the connection"
+    info = await h.oc.start_session(T)
+    pump = h.oc._pumps[None]
+    await asyncio.wait_for(pump.connected.wait(), 5)
+    fake.emit_raw(line(info.session_id))
+    warning = await h.rec.wait_for("runtime.warning", lambda e: "skipped" in e.message, timeout=5)
+    assert f"type {kind!r}" in warning.message, warning.message
+    assert warning.thread_id == T
+    await h.oc.send_turn(T, "go [[script:ok]]")
+    completed = await h.rec.wait_for("turn.completed", timeout=5)
+    assert completed.state == "completed"
+    assert pump.bad_events >= 1
+    assert pump.reconnects == 0, "a bad event must not cost the connection"
 
 
 async def test_an_exception_in_translation_is_skipped_and_reported(
@@ -200,21 +197,18 @@ def counts(events: list[Event]) -> list[tuple[str, int]]:
 
 
 async def test_a_flood_of_invented_types_is_reported_under_a_bounded_set_of_names(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        pump = h.oc._pumps[None]
-        await asyncio.wait_for(pump.connected.wait(), 5)
-        fake.emit_raw(
-            b"".join(
-                frame(b'{"type":"x%d","properties":' % i + nested(200) + b"}") for i in range(500)
-            )
-        )
-        await h.rec.wait_for("runtime.warning", lambda e: "'other'" in e.message, timeout=5)
-        await h.consistent()
-        assert pump.bad_events == 500
-        assert len(skip_warnings(h.events)) <= pump_module.MAX_REPORTED_TYPES + 2
+    await h.oc.start_session(T)
+    pump = h.oc._pumps[None]
+    await asyncio.wait_for(pump.connected.wait(), 5)
+    fake.emit_raw(
+        b"".join(frame(b'{"type":"x%d","properties":' % i + nested(200) + b"}") for i in range(500))
+    )
+    await h.rec.wait_for("runtime.warning", lambda e: "'other'" in e.message, timeout=5)
+    await h.consistent()
+    assert pump.bad_events == 500
+    assert len(skip_warnings(h.events)) <= pump_module.MAX_REPORTED_TYPES + 2
 
 
 async def test_a_crash_of_the_pump_restarts_it_and_reconciles_the_turn(
@@ -266,26 +260,25 @@ async def test_a_crash_on_every_connection_backs_off_and_never_outlives_the_adap
 
 
 async def test_streams_the_server_drops_again_and_again_are_reopened_promptly(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     """A stream that opened and was then lost is the server's doing, not a bug of the
     pump: each reconnection waits the first backoff step again, however many drops
     came before (a grown backoff made a new thread wait 5 s for its stream and fail
     with ConnectTimeoutError: seen in the stateful fault test)."""
     fake.script("ok", [Text("fine")])
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        pump = h.oc._pumps[None]
-        for _ in range(8):
-            await asyncio.wait_for(pump.connected.wait(), 5)
-            fake.drop_event_streams()
-            async with asyncio.timeout(5):
-                while pump.connected.is_set():
-                    await asyncio.sleep(0.001)
-        # The ninth connection comes after one short wait, not after a grown one.
-        await asyncio.wait_for(pump.connected.wait(), 2 * 0.1 * 2 + 1.0)
-        await h.oc.send_turn(T, "go [[script:ok]]")
-        assert (await h.rec.wait_for("turn.completed", timeout=5)).state == "completed"
+    await h.oc.start_session(T)
+    pump = h.oc._pumps[None]
+    for _ in range(8):
+        await asyncio.wait_for(pump.connected.wait(), 5)
+        fake.drop_event_streams()
+        async with asyncio.timeout(5):
+            while pump.connected.is_set():
+                await asyncio.sleep(0.001)
+    # The ninth connection comes after one short wait, not after a grown one.
+    await asyncio.wait_for(pump.connected.wait(), 2 * 0.1 * 2 + 1.0)
+    await h.oc.send_turn(T, "go [[script:ok]]")
+    assert (await h.rec.wait_for("turn.completed", timeout=5)).state == "completed"
 
 
 class _Stream:

@@ -178,7 +178,7 @@ async def test_the_wait_of_a_replacement_is_bounded_by_the_old_stop_and_teardown
 
 
 async def test_a_late_cleanup_of_the_old_thread_never_removes_its_replacement(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     """B11 at its root: forgetting a thread removes only that thread object and its own
     sessions (``AdapterCore.forget`` checks identity). Here the old thread is forgotten
@@ -186,14 +186,13 @@ async def test_a_late_cleanup_of_the_old_thread_never_removes_its_replacement(
     replacement resumes the old session, so both share its id: the session -> thread
     map must keep pointing at the replacement too."""
     fake.script("ok", [Text("still routed")])
-    async with Harness(fake) as h:
-        old = await h.oc.start_session(T)
-        old_thread = h.oc._core.threads[T]
-        await h.oc.stop_session(T)
-        new = await h.oc.start_session(T, resume=old.resume)
-        assert new.session_id == old.session_id
-        h.oc._core.forget(old_thread)
-        assert h.oc.has_session(T) and h.oc._core.threads[T] is not old_thread
-        await h.oc.send_turn(T, "go [[script:ok]]")
-        done = await h.rec.wait_for("turn.completed")
-        assert done.thread_id == T, "the replacement's events are still routed to it"
+    old = await h.oc.start_session(T)
+    old_thread = h.oc._core.threads[T]
+    await h.oc.stop_session(T)
+    new = await h.oc.start_session(T, resume=old.resume)
+    assert new.session_id == old.session_id
+    h.oc._core.forget(old_thread)
+    assert h.oc.has_session(T) and h.oc._core.threads[T] is not old_thread
+    await h.oc.send_turn(T, "go [[script:ok]]")
+    done = await h.rec.wait_for("turn.completed")
+    assert done.thread_id == T, "the replacement's events are still routed to it"
