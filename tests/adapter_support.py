@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from adapter import Event, EventStream, OpenCodeAdapter
-from adapter.testing.fake import FakeOpenCodeServer, Hook
+from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook
+
+R = TypeVar("R")
 
 
 class Recorder:
@@ -69,6 +71,17 @@ def emit_session_error(fake: FakeOpenCodeServer, session_id: str, name: str, mes
     ``message`` (``MessageAbortedError`` is how OpenCode tells that an abort landed)."""
     error = {"name": name, "data": {"message": message}}
     fake.emit("session.error", {"sessionID": session_id, "error": error})
+
+
+async def held_abort(
+    fake: FakeOpenCodeServer, session_id: str, stop: Coroutine[Any, Any, R]
+) -> tuple[Hold, asyncio.Task[R]]:
+    """Starts ``stop`` and returns once its abort of ``session_id`` reached the fake and is
+    held there: the hold (``release()`` it) and the stop's task."""
+    hold = fake.hold("POST", f"/session/{session_id}/abort")
+    task = asyncio.create_task(stop)
+    await hold.wait_started()
+    return hold, task
 
 
 #: The ``record`` fixture: a recorder of any adapter, closed at the end of the test.

@@ -15,7 +15,7 @@ from adapter import (
     TurnCancelledError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
-from tests.adapter_support import Record, Recorder, emit_session_error, refuse
+from tests.adapter_support import Record, Recorder, emit_session_error, held_abort, refuse
 
 T = "thread-1"
 
@@ -138,9 +138,7 @@ async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     root, _turn_id = await running_tree(oc, fake, rec)
-    hold = fake.hold("POST", f"/session/{root}/abort")
-    stop = asyncio.create_task(oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, stop = await held_abort(fake, root, oc.interrupt_turn(T))
     fake.emit("session.status", {"sessionID": root, "status": {"type": "idle"}})
     fake.emit("session.idle", {"sessionID": root})
     await asyncio.sleep(0.1)
@@ -256,9 +254,7 @@ async def test_abort_timeout_releases_stop_and_send_waiters(fake: FakeOpenCodeSe
     ) as oc:
         rec = Recorder(oc)
         root, _ = await running_tree(oc, fake, rec)
-        hold = fake.hold("POST", f"/session/{root}/abort")
-        stop = asyncio.create_task(oc.interrupt_turn(T))
-        await hold.wait_started()
+        hold, stop = await held_abort(fake, root, oc.interrupt_turn(T))
         send = asyncio.create_task(oc.send_turn(T, "next"))
         with pytest.raises(TreeStopError):
             await stop
@@ -289,9 +285,7 @@ async def test_send_waits_for_a_pending_stop_then_starts_a_new_turn(
 ) -> None:
     root, turn_id = await running_tree(oc, fake, rec)
     child = fake.add_session(parent_id=root, busy=True)
-    hold = fake.hold("POST", f"/session/{child}/abort")
-    stop = asyncio.create_task(oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
     prompts_before = sum(1 for r in fake.requests if r.path.endswith("/prompt_async"))
     fake.script("ok", [Text("next")])
     send = asyncio.create_task(oc.send_turn(T, "next [[script:ok]]"))
@@ -313,9 +307,7 @@ async def test_genuine_error_during_a_stop_stays_visible(
 ) -> None:
     root, _turn_id = await running_tree(oc, fake, rec)
     child = fake.add_session(parent_id=root, busy=True)
-    hold = fake.hold("POST", f"/session/{child}/abort")
-    stop = asyncio.create_task(oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
     emit_session_error(fake, root, "APIError", "quota")
     failed = await rec.wait_for("turn.completed")
     assert failed.state == "failed" and failed.error == "quota"
@@ -402,9 +394,7 @@ async def test_stop_session_during_a_pending_stop(
 ) -> None:
     root, _ = await running_tree(oc, fake, rec)
     child = fake.add_session(parent_id=root, busy=True)
-    hold = fake.hold("POST", f"/session/{child}/abort")
-    stop = asyncio.create_task(oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
     send = asyncio.create_task(oc.send_turn(T, "waiting"))
     await asyncio.sleep(0.01)
     closing = asyncio.create_task(oc.stop_session(T))

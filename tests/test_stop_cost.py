@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task
-from tests.adapter_support import Recorder
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task
+from tests.adapter_support import Recorder, held_abort
 
 T = "thread-1"
 # One stop aborts the root three times: its abort and two second aborts (abort_root_twice).
@@ -44,6 +44,18 @@ def log(fake: FakeOpenCodeServer) -> list[str]:
 
 def abort_of(sid: str) -> str:
     return f"POST /session/{sid}/abort"
+
+
+async def every_abort_sent_while_the_roots_is_held(
+    fake: FakeOpenCodeServer, hold: Hold, tree: list[str]
+) -> None:
+    """Every session of ``tree`` (root first) is aborted, and the root twice, while the
+    root's first abort is held and went out first; then the hold is released."""
+    async with asyncio.timeout(2):
+        while not all(abort_of(s) in log(fake) for s in tree[1:]) or len(hold.requests) < 2:
+            await asyncio.sleep(0.001)
+    assert log(fake)[0] == abort_of(tree[0])
+    hold.release()
 
 
 async def test_known_sessions_and_the_roots_second_abort_go_out_while_its_first_is_in_flight(
@@ -121,14 +133,8 @@ async def test_interrupt_aborts_the_known_tree_before_the_roots_abort_returns_an
     tree = [info.session_id, *(e.session_id for e in rec.of("child.started", T))]
     assert len(tree) == 3
     fake.reset_stats()
-    hold = fake.hold("POST", f"/session/{info.session_id}/abort")
-    stop = asyncio.create_task(oc.interrupt_turn(T))
-    await hold.wait_started()
-    async with asyncio.timeout(2):
-        while not all(abort_of(s) in log(fake) for s in tree[1:]) or len(hold.requests) < 2:
-            await asyncio.sleep(0.001)
-    assert log(fake)[0] == abort_of(info.session_id)
-    hold.release()
+    hold, stop = await held_abort(fake, info.session_id, oc.interrupt_turn(T))
+    await every_abort_sent_while_the_roots_is_held(fake, hold, tree)
     result = await stop
     assert result.stop is not None and result.stop.ok
     done = log(fake)
@@ -151,14 +157,8 @@ async def test_stop_session_uses_the_same_order_while_the_thread_closes(
             await asyncio.sleep(0.001)
     tree = [info.session_id, *(e.session_id for e in rec.of("child.started", T))]
     fake.reset_stats()
-    hold = fake.hold("POST", f"/session/{info.session_id}/abort")
-    closing = asyncio.create_task(oc.stop_session(T))
-    await hold.wait_started()
-    async with asyncio.timeout(2):
-        while not all(abort_of(s) in log(fake) for s in tree[1:]) or len(hold.requests) < 2:
-            await asyncio.sleep(0.001)
-    assert log(fake)[0] == abort_of(info.session_id)
-    hold.release()
+    hold, closing = await held_abort(fake, info.session_id, oc.stop_session(T))
+    await every_abort_sent_while_the_roots_is_held(fake, hold, tree)
     await closing
     await rec.wait_for("session.exited")
 
@@ -176,9 +176,7 @@ async def test_output_of_a_step_begun_during_the_stop_is_late(
     async with httpx.AsyncClient(transport=fake.transport, base_url=fake.base_url) as http:
         stored = (await http.get(f"/session/{info.session_id}/message")).json()
     prompt_id = next(m["info"]["id"] for m in stored if m["info"]["role"] == "user")
-    hold = fake.hold("POST", f"/session/{info.session_id}/abort")
-    stop = asyncio.create_task(oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, stop = await held_abort(fake, info.session_id, oc.interrupt_turn(T))
     root = info.session_id
     message = {
         "id": "msg_zzzzzzzzzzzzextrastep0001",

@@ -17,6 +17,7 @@ from adapter import (
     UnknownThreadError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
+from tests.adapter_support import held_abort
 from tests.faults.support import Harness, aborts, fast, settle, wait_any
 
 T = "thread-1"
@@ -138,9 +139,7 @@ async def test_closing_the_adapter_while_a_stop_runs_lets_the_stop_finish_first(
     kid = fake.add_session(parent_id=info.session_id, busy=True)
     turn = await h.oc.send_turn(T, "go [[script:hang]]")
     await h.rec.wait_for("content.delta")
-    hold = fake.hold("POST", f"/session/{kid}/abort")
-    press = asyncio.create_task(h.oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, press = await held_abort(fake, kid, h.oc.interrupt_turn(T))
     closing = asyncio.create_task(h.oc.aclose())
     await asyncio.sleep(0.05)
     assert not closing.done(), "close waits for the pending stop"

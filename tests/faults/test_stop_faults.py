@@ -24,6 +24,7 @@ from adapter import (
     stop_tree,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
+from tests.adapter_support import held_abort
 from tests.faults.support import ROOT_ABORTS_PER_STOP, Harness, aborts, fast, settle
 
 T = "thread-1"
@@ -266,9 +267,7 @@ async def test_a_cancelled_interrupt_caller_does_not_abandon_the_stop(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     root, turn_id = await start_hanging_turn(h, fake)
-    hold = fake.hold("POST", f"/session/{root}/abort")
-    impatient = asyncio.create_task(h.oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, impatient = await held_abort(fake, root, h.oc.interrupt_turn(T))
     impatient.cancel()
     with pytest.raises(asyncio.CancelledError):
         await impatient
@@ -312,9 +311,7 @@ async def test_stop_session_waits_for_a_pending_stop_and_cancels_queued_sends(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     root, turn_id = await start_hanging_turn(h, fake)
-    hold = fake.hold("POST", f"/session/{root}/abort")
-    press = asyncio.create_task(h.oc.interrupt_turn(T))
-    await hold.wait_started()
+    hold, press = await held_abort(fake, root, h.oc.interrupt_turn(T))
     sends = [asyncio.create_task(h.oc.send_turn(T, f"queued {i}")) for i in range(5)]
     await settle()
     closing = asyncio.create_task(h.oc.stop_session(T))

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from adapter.testing.fake import FakeOpenCodeServer, Text
+from tests.adapter_support import held_abort
 from tests.faults.support import Harness, fast, settle
 
 T = "thread-1"
@@ -120,9 +121,7 @@ async def test_a_start_waits_for_the_held_teardown_of_the_old_session_which_neve
     fake.script("ok", [Text("second life")])
     async with Harness(fake, timeouts=fast(teardown=5.0)) as h:
         old = await h.oc.start_session(T)
-        hold = fake.hold("POST", f"/session/{old.session_id}/abort")
-        stop = asyncio.create_task(h.oc.stop_session(T))
-        await hold.wait_started()
+        hold, stop = await held_abort(fake, old.session_id, h.oc.stop_session(T))
         replacement = asyncio.create_task(h.oc.start_session(T))
         await settle()
         assert not replacement.done(), "the replacement waits for the old teardown"

@@ -8,7 +8,7 @@ import httpx
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Tool
-from tests.adapter_support import Recorder, refuse
+from tests.adapter_support import Recorder, held_abort, refuse
 
 T = "t"
 
@@ -113,9 +113,7 @@ async def test_a_stop_of_a_closing_thread_is_a_conflict(
     client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     root, _ = await running_tree(client, fake, rec, "closing")
-    hold = fake.hold("POST", f"/session/{root}/abort")
-    closing = asyncio.create_task(oc.stop_session(T))
-    await hold.wait_started()
+    hold, closing = await held_abort(fake, root, oc.stop_session(T))
     response = await client.post(f"/threads/{T}/stop")
     assert response.status_code == 409 and response.json()["error"]["type"] == "conflict"
     hold.release()
