@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from adapter import Event, EventStream, OpenCodeAdapter
-from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook
+from adapter import Event, EventStream, OpenCodeAdapter, SessionInfo, TurnStart
+from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook, Step
 
 R = TypeVar("R")
 
@@ -82,6 +82,17 @@ async def held_abort(
     task = asyncio.create_task(stop)
     await hold.wait_started()
     return hold, task
+
+
+async def start_scripted_turn(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, thread_id: str, name: str, steps: Sequence[Step]
+) -> tuple[SessionInfo, TurnStart]:
+    """Thread ``thread_id`` started and sent a turn that runs the fake's script ``name``
+    (``steps``): its session and its turn."""
+    fake.script(name, list(steps))
+    info = await oc.start_session(thread_id)
+    turn = await oc.send_turn(thread_id, f"go [[script:{name}]]")
+    return info, turn
 
 
 #: The ``record`` fixture: a recorder of any adapter, closed at the end of the test.

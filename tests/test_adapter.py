@@ -18,17 +18,9 @@ from adapter import (
     UnknownRequestError,
     UnknownThreadError,
 )
-from adapter.testing.fake import (
-    Fail,
-    FakeOpenCodeServer,
-    Hang,
-    Permission,
-    Question,
-    Task,
-    Text,
-    Tool,
-)
-from tests.adapter_support import Recorder, refuse
+from adapter.testing import FakeOpenCodeServer
+from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
+from tests.adapter_support import Recorder, refuse, start_scripted_turn
 
 T = "thread-1"
 
@@ -298,9 +290,7 @@ async def test_question_round_trip_keyed_by_question(
             "options": [{"label": "2", "description": ""}],
         },
     ]
-    fake.script("ask", [Question(questions), Text("thanks")])
-    await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:ask]]")
+    await start_scripted_turn(oc, fake, T, "ask", [Question(questions), Text("thanks")])
     asked = await rec.wait_for("user-input.requested")
     assert [q["header"] for q in asked.questions] == ["Color", "Count"]
     await oc.respond_to_user_input(T, asked.request_id, {"How many?": "2", "Which color?": ["red"]})
@@ -312,9 +302,9 @@ async def test_question_round_trip_keyed_by_question(
 async def test_genuine_error_fails_the_turn(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("bad", [Text("trying"), Fail("APIError", "provider exploded")])
-    await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:bad]]")
+    await start_scripted_turn(
+        oc, fake, T, "bad", [Text("trying"), Fail("APIError", "provider exploded")]
+    )
     done = await rec.wait_for("turn.completed")
     assert done.state == "failed" and done.error == "provider exploded"
     err = await rec.wait_for("runtime.error")
@@ -373,9 +363,7 @@ async def test_bad_events_are_skipped_and_the_pump_survives(
 async def test_reconnect_mid_turn(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("slow", [Text("a b c d e f", chunks=6, delay=0.05)])
-    await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:slow]]")
+    await start_scripted_turn(oc, fake, T, "slow", [Text("a b c d e f", chunks=6, delay=0.05)])
     await rec.wait_for("content.delta")
     fake.drop_event_streams()
     warning = await rec.wait_for("runtime.warning")

@@ -18,7 +18,7 @@ import pytest
 
 from adapter import InvalidInputError, OpenCodeAdapter, ThreadCompacted
 from adapter.testing.fake import Compact, FakeOpenCodeServer, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "t"
 
@@ -36,11 +36,13 @@ async def wait_running(rec: Recorder, tool: str) -> None:
 async def test_an_automatic_compaction_is_announced_and_the_turn_goes_on(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script(
-        "long", [Text("before. "), Compact(summary="THE DIGEST"), Text("after compaction.")]
+    _, turn = await start_scripted_turn(
+        oc,
+        fake,
+        T,
+        "long",
+        [Text("before. "), Compact(summary="THE DIGEST"), Text("after compaction.")],
     )
-    await oc.start_session(T)
-    turn = await oc.send_turn(T, "go [[script:long]]")
     done = await rec.wait_for("turn.completed")
     compacted = rec.of("thread.compacted", T)
     assert len(compacted) == 1

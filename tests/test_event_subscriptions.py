@@ -24,7 +24,7 @@ from adapter import (
 from adapter._event_history import EventHistory
 from adapter._events import ContentDelta, TurnStarted
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 A, B = "thread-a", "thread-b"
 
@@ -249,9 +249,13 @@ async def test_a_stop_is_announced_before_it_ends(
 ) -> None:
     fake.script("grandchild", [Hang()])
     fake.script("child", [Task("deeper", "grandchild")])
-    fake.script("root", [Tool("bash", {"command": "echo hi"}, output="hi\n"), Task("x", "child")])
-    info = await oc.start_session(A)
-    turn = await oc.send_turn(A, "go [[script:root]]")
+    info, turn = await start_scripted_turn(
+        oc,
+        fake,
+        A,
+        "root",
+        [Tool("bash", {"command": "echo hi"}, output="hi\n"), Task("x", "child")],
+    )
     await rec.wait_for("child.started", lambda e: e.parent_id != info.session_id)
     watcher = oc.events(A)
     stops = await asyncio.gather(*(oc.interrupt_turn(A) for _ in range(5)))

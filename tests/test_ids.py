@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from adapter import OpenCodeAdapter
 from adapter._ids import _MonotonicIdClock, mint_message_id, validate_id
 from adapter.testing.fake import FakeOpenCodeServer, Text
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "thread-1"
 
@@ -128,9 +128,7 @@ async def test_the_prompt_body_carries_the_minted_id_and_the_server_stores_it(
         return None  # handled as usual
 
     fake.on("POST", "/session/{id}/prompt_async", capture)
-    fake.script("ok", [Text("fine")])
-    info = await oc.start_session(T)
-    first = await oc.send_turn(T, "go [[script:ok]]")
+    info, first = await start_scripted_turn(oc, fake, T, "ok", [Text("fine")])
     await rec.wait_for("turn.completed", lambda e: e.turn_id == first.turn_id)
     second = await oc.send_turn(T, "go [[script:ok]]")
     await rec.wait_for("turn.completed", lambda e: e.turn_id == second.turn_id)

@@ -11,7 +11,7 @@ import pytest
 
 from adapter import OpenCodeAdapter, RequestError, Timeouts, TreeStopError
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text
-from tests.adapter_support import Record, Recorder, emit_session_error
+from tests.adapter_support import Record, Recorder, emit_session_error, start_scripted_turn
 
 T = "thread-1"
 
@@ -44,9 +44,7 @@ async def hanging_task_tree(
 ) -> tuple[str, str, str]:
     """A turn whose root waits on a ``task`` child that hangs: (root, child, turn_id)."""
     fake.script("hang", [Hang()])
-    fake.script("root", [Task("explore", "hang")])
-    info = await oc.start_session(T)
-    turn = await oc.send_turn(T, "go [[script:root]]")
+    info, turn = await start_scripted_turn(oc, fake, T, "root", [Task("explore", "hang")])
     started = await rec.wait_for("child.started")
     return info.session_id, started.session_id, turn.turn_id
 

@@ -16,7 +16,7 @@ import pytest
 from adapter import InvalidInputError, OpenCodeAdapter, UnknownRequestError
 from adapter._answers import wire_answers
 from adapter.testing.fake import FakeOpenCodeServer, Question, Text
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "t"
 
@@ -87,9 +87,7 @@ def replies(fake: FakeOpenCodeServer) -> list[str]:
 async def test_a_typo_in_an_answer_key_sends_nothing_and_the_question_stays_open(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("ask", [Question([COLOR, SIZES]), Text("thanks")])
-    await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:ask]]")
+    await start_scripted_turn(oc, fake, T, "ask", [Question([COLOR, SIZES]), Text("thanks")])
     asked = await rec.wait_for("user-input.requested")
     with pytest.raises(InvalidInputError, match="'Colr'"):
         await oc.respond_to_user_input(T, asked.request_id, {"Colr": "red", "Sizes": ["S"]})
@@ -106,9 +104,7 @@ async def test_a_typo_in_an_answer_key_sends_nothing_and_the_question_stays_open
 async def test_rejecting_a_question_resolves_it_and_ends_the_run(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("ask", [Question([COLOR]), Text("never said")])
-    await oc.start_session(T)
-    turn = await oc.send_turn(T, "go [[script:ask]]")
+    _, turn = await start_scripted_turn(oc, fake, T, "ask", [Question([COLOR]), Text("never said")])
     asked = await rec.wait_for("user-input.requested")
     await oc.reject_user_input(T, asked.request_id)
     resolved = await rec.wait_for("user-input.resolved")

@@ -20,7 +20,7 @@ import pytest
 from adapter import OpenCodeAdapter, _ids
 from adapter._ids import _MonotonicIdClock, observe_message_id
 from adapter.testing.fake import FakeOpenCodeServer, Permission, Text
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 from tests.test_ids import MASK48, FrozenClock, opencode_stamp
 
 T = "thread-1"
@@ -108,9 +108,7 @@ async def test_a_new_turns_prompt_sorts_after_the_ids_of_a_server_whose_clock_ru
 ) -> None:
     fake.clock_skew_ms = 10 * 60_000
     sent = sent_message_ids(fake)
-    fake.script("ok", [Text("fine")])
-    info = await oc.start_session(T)
-    first = await oc.send_turn(T, "go [[script:ok]]")
+    info, first = await start_scripted_turn(oc, fake, T, "ok", [Text("fine")])
     await rec.wait_for("turn.completed", lambda e: e.turn_id == first.turn_id)
     shown = [m.id for m in fake.sessions[info.session_id].messages]
     await oc.send_turn(T, "go on [[script:ok]]")
@@ -123,9 +121,9 @@ async def test_a_steer_sorts_after_the_running_step_of_a_server_whose_clock_runs
 ) -> None:
     fake.clock_skew_ms = 10 * 60_000
     sent = sent_message_ids(fake)
-    fake.script("asks", [Permission("bash", ["ls"]), Text("answered")])
-    info = await oc.start_session(T)
-    turn = await oc.send_turn(T, "go [[script:asks]]")
+    info, turn = await start_scripted_turn(
+        oc, fake, T, "asks", [Permission("bash", ["ls"]), Text("answered")]
+    )
     opened = await rec.wait_for("request.opened")  # the run waits: its step is running
     running = [m.id for m in fake.sessions[info.session_id].messages if m.role == "assistant"]
     assert running

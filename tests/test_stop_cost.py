@@ -20,7 +20,7 @@ import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task
-from tests.adapter_support import Recorder, held_abort
+from tests.adapter_support import Recorder, held_abort, start_scripted_turn
 
 T = "thread-1"
 # One stop aborts the root three times: its abort and two second aborts (abort_root_twice).
@@ -126,9 +126,7 @@ async def test_interrupt_aborts_the_known_tree_before_the_roots_abort_returns_an
 ) -> None:
     fake.script("asks", [Permission("bash", ["ls"]), Hang()])
     fake.script("child", [Task("deeper", "asks")])
-    fake.script("root", [Task("explore", "child")])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:root]]")
+    info, _ = await start_scripted_turn(oc, fake, T, "root", [Task("explore", "child")])
     opened = await rec.wait_for("request.opened")
     tree = [info.session_id, *(e.session_id for e in rec.of("child.started", T))]
     assert len(tree) == 3
@@ -149,9 +147,7 @@ async def test_stop_session_uses_the_same_order_while_the_thread_closes(
 ) -> None:
     fake.script("child", [Task("deeper", "hang")])
     fake.script("hang", [Hang()])
-    fake.script("root", [Task("explore", "child")])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:root]]")
+    info, _ = await start_scripted_turn(oc, fake, T, "root", [Task("explore", "child")])
     async with asyncio.timeout(2):
         while len(rec.of("child.started", T)) < 2:
             await asyncio.sleep(0.001)
@@ -169,9 +165,7 @@ async def test_output_of_a_step_begun_during_the_stop_is_late(
     """The real server's extra step answers the turn's own prompt: its text is neither
     emitted as the stopped turn's output nor part of its partial result."""
     fake.script("child", [Hang()])
-    fake.script("root", [Task("explore", "child")])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:root]]")
+    info, _ = await start_scripted_turn(oc, fake, T, "root", [Task("explore", "child")])
     await rec.wait_for("child.started")
     async with httpx.AsyncClient(transport=fake.transport, base_url=fake.base_url) as http:
         stored = (await http.get(f"/session/{info.session_id}/message")).json()

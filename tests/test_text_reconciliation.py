@@ -17,7 +17,7 @@ import pytest
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "thread-1"
 #: The part the tests stream into, on the turn's own assistant message.
@@ -73,9 +73,7 @@ class Stream:
 @pytest.fixture
 async def stream(oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder) -> Stream:
     """The answer (an assistant message) of a turn whose run started it and then hangs."""
-    fake.script("hang", [Hang()])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:hang]]")
+    info, _ = await start_scripted_turn(oc, fake, T, "hang", [Hang()])
     session = fake.sessions[info.session_id]
     await fake.wait_until(lambda: any(m.role == "assistant" for m in session.messages))
     [answer] = [m.id for m in session.messages if m.role == "assistant"]
@@ -118,9 +116,9 @@ async def test_after_an_event_stream_outage_the_stored_text_adds_only_what_was_m
     the run finishes while the adapter is blind. The stored message holds the whole
     text; the replay (``Translator.replay``) emits only what the host had not seen."""
     answer = "the first words, then everything the outage hid from the adapter"
-    fake.script("slow", [Text(answer, chunks=8, delay=0.05)])
-    info = await oc.start_session(T)
-    turn = await oc.send_turn(T, "go [[script:slow]]")
+    info, turn = await start_scripted_turn(
+        oc, fake, T, "slow", [Text(answer, chunks=8, delay=0.05)]
+    )
     first = await rec.wait_for("content.delta")
     reconnect = fake.hold("GET", "/event")
     fake.drop_event_streams()

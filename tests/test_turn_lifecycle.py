@@ -28,7 +28,7 @@ from adapter.testing.fake import (
     Text,
     Tool,
 )
-from tests.adapter_support import Record, Recorder
+from tests.adapter_support import Record, Recorder, start_scripted_turn
 
 T = "thread-1"
 #: A turn ends with ``turn.completed`` or ``turn.aborted``, or with its thread:
@@ -377,9 +377,7 @@ async def test_a_request_that_vanished_with_its_run_in_a_restart_is_withdrawn(
 ) -> None:
     """A restarted server forgets its pending requests (measured on 1.18.34): the host
     must not keep showing an approval nobody waits for."""
-    fake.script("ask", [Permission("bash", ["make *"])])
-    await oc.start_session(T)
-    turn = await oc.send_turn(T, "go [[script:ask]]")
+    _, turn = await start_scripted_turn(oc, fake, T, "ask", [Permission("bash", ["make *"])])
     opened = await rec.wait_for("request.opened")
     await fake.restart()
     resolved = await rec.wait_for("request.resolved")
@@ -418,9 +416,7 @@ async def test_retry_statuses_become_turn_retrying_events_and_session_info_retry
 async def test_session_info_retry_is_cleared_when_the_retried_call_goes_on(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("slow", [Text("answer", chunks=4, delay=0.1)])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:slow]]")
+    info, _ = await start_scripted_turn(oc, fake, T, "slow", [Text("answer", chunks=4, delay=0.1)])
     await rec.wait_for("content.delta")
     next_ms = int(time.time() * 1000) + 2000
     fake.set_status(
@@ -448,9 +444,7 @@ async def listed_requests(fake: FakeOpenCodeServer) -> list[str]:
 async def test_an_interrupt_rejects_the_stopped_requests_on_the_server(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("ask", [Permission("bash", ["rm *"])])
-    await oc.start_session(T)
-    turn = await oc.send_turn(T, "go [[script:ask]]")
+    _, turn = await start_scripted_turn(oc, fake, T, "ask", [Permission("bash", ["rm *"])])
     opened = await rec.wait_for("request.opened")
     assert await listed_requests(fake) == [opened.request_id]
     result = await oc.interrupt_turn(T)
@@ -465,9 +459,7 @@ async def test_an_interrupt_rejects_the_stopped_requests_on_the_server(
 async def test_stop_session_withdraws_open_requests_and_rejects_them_on_the_server(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("ask", [Permission("edit", ["*.py"])])
-    await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:ask]]")
+    await start_scripted_turn(oc, fake, T, "ask", [Permission("edit", ["*.py"])])
     opened = await rec.wait_for("request.opened")
     await oc.stop_session(T)
     resolved = await rec.wait_for("request.resolved")
@@ -481,9 +473,7 @@ async def test_stop_session_withdraws_open_requests_and_rejects_them_on_the_serv
 async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_on_resume(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, record: Record
 ) -> None:
-    fake.script("ask", [Permission("bash", ["rm *"])])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:ask]]")
+    info, _ = await start_scripted_turn(oc, fake, T, "ask", [Permission("bash", ["rm *"])])
     opened = await rec.wait_for("request.opened")
     async with fake.client() as http:  # the TUI stopped it
         await http.post(f"/session/{info.session_id}/abort")
@@ -502,9 +492,7 @@ async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_on_resu
 async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_after_a_reconnect(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("ask", [Permission("bash", ["rm *"])])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:ask]]")
+    info, _ = await start_scripted_turn(oc, fake, T, "ask", [Permission("bash", ["rm *"])])
     opened = await rec.wait_for("request.opened")
     async with fake.client() as http:
         await http.post(f"/session/{info.session_id}/abort")

@@ -23,7 +23,7 @@ from adapter import (
 )
 from adapter._usage import UsageFeed
 from adapter.testing.fake import Fail, FakeOpenCodeServer, Hang, Task, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "thread-1"
 #: Per million tokens; a fake step (10 input, 5 output tokens) then costs 0.02.
@@ -184,9 +184,9 @@ async def test_an_interrupted_tree_counts_its_children_and_is_incomplete(
 async def test_a_failed_step_makes_the_usage_incomplete(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("broken", [Tool("read", {"filePath": "/y"}, output="y"), Fail()])
-    info = await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:broken]]")
+    info, _ = await start_scripted_turn(
+        oc, fake, T, "broken", [Tool("read", {"filePath": "/y"}, output="y"), Fail()]
+    )
     done = await rec.wait_for("turn.completed")
     assert done.state == "failed"
     assert done.usage == TurnUsage.of_sessions(
@@ -243,9 +243,9 @@ async def test_slow_steps_are_each_reported_live(
 async def test_the_partial_result_round_trips_its_usage(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("stuck", [Tool("read", {"filePath": "/y"}, output="y"), Hang()])
-    await oc.start_session(T)
-    await oc.send_turn(T, "go [[script:stuck]]")
+    await start_scripted_turn(
+        oc, fake, T, "stuck", [Tool("read", {"filePath": "/y"}, output="y"), Hang()]
+    )
     await fake.wait_for_event(
         "message.updated", lambda e: e["properties"]["info"].get("finish") is not None, since=0
     )

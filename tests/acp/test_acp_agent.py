@@ -13,16 +13,8 @@ from acp import RequestError, text_block
 from acp.schema import PromptResponse
 
 from adapter import OpenCodeAdapter, Timeouts
-from adapter.testing.fake import (
-    Fail,
-    FakeOpenCodeServer,
-    Hang,
-    Permission,
-    Question,
-    Task,
-    Text,
-    Tool,
-)
+from adapter.testing import FakeOpenCodeServer
+from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
 from tests.acp.support import Harness, connected
 from tests.adapter_support import Recorder
 

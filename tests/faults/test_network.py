@@ -18,6 +18,7 @@ from adapter import (
     TreeStopError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Text, Tool
+from tests.adapter_support import start_scripted_turn
 from tests.faults.conftest import FAST_RETRY
 from tests.faults.support import (
     Harness,
@@ -128,9 +129,7 @@ async def test_a_reset_mid_response_on_a_read_is_retried(
 async def test_a_reset_abort_during_an_interrupt_is_retried_and_the_stop_succeeds(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    fake.script("work", [Text("some text"), Hang()])
-    info = await h.oc.start_session(T)
-    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    info, turn = await start_scripted_turn(h.oc, fake, T, "work", [Text("some text"), Hang()])
     await h.rec.wait_for("content.delta")
     fake.on("POST", "/session/{id}/abort", raising(httpx.RemoteProtocolError, times=2))
     result = await h.oc.interrupt_turn(T)
@@ -346,9 +345,7 @@ async def test_event_stream_reconnect_survives_failing_reconnect_attempts(
 async def test_a_turn_aborted_by_another_client_during_an_outage_is_reconciled_as_aborted(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
-    fake.script("work", [Text("partial"), Hang()])
-    info = await h.oc.start_session(T)
-    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    info, turn = await start_scripted_turn(h.oc, fake, T, "work", [Text("partial"), Hang()])
     await h.rec.wait_for("content.delta")
     reconnect = fake.hold("GET", "/event")
     fake.drop_event_streams()

@@ -24,7 +24,7 @@ from adapter import (
     stop_tree,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
-from tests.adapter_support import held_abort
+from tests.adapter_support import held_abort, start_scripted_turn
 from tests.faults.support import ROOT_ABORTS_PER_STOP, Harness, aborts, fast, settle
 
 T = "thread-1"
@@ -32,9 +32,9 @@ T = "thread-1"
 
 async def start_hanging_turn(h: Harness, fake: FakeOpenCodeServer) -> tuple[str, str]:
     """A turn that streamed some text and then hangs; returns (root, turn_id)."""
-    fake.script("hang", [Text("produced before the stop"), Hang()])
-    info = await h.oc.start_session(T)
-    turn = await h.oc.send_turn(T, "go [[script:hang]]")
+    info, turn = await start_scripted_turn(
+        h.oc, fake, T, "hang", [Text("produced before the stop"), Hang()]
+    )
     await h.rec.wait_for("content.delta")
     return info.session_id, turn.turn_id
 
@@ -230,9 +230,9 @@ async def test_stop_session_racing_interrupt_and_send_ends_in_one_clean_exit(
     fake: FakeOpenCodeServer, order: tuple[str, ...], held: bool, h: Harness
 ) -> None:
     fake.script("child", [Hang()])
-    fake.script("work", [Text("working"), Task("sub", "child")])
-    info = await h.oc.start_session(T)
-    await h.oc.send_turn(T, "go [[script:work]]")
+    info, _ = await start_scripted_turn(
+        h.oc, fake, T, "work", [Text("working"), Task("sub", "child")]
+    )
     await h.rec.wait_for("child.started")
     hold = fake.hold("POST", f"/session/{info.session_id}/abort") if held else None
     calls: dict[str, Callable[[], Coroutine[Any, Any, object]]] = {
@@ -283,9 +283,9 @@ async def test_stop_session_mid_turn_ends_the_turn_with_the_exit_and_stops_the_t
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     fake.script("child", [Hang()])
-    fake.script("work", [Text("working"), Task("sub", "child")])
-    await h.oc.start_session(T)
-    turn = await h.oc.send_turn(T, "go [[script:work]]")
+    _, turn = await start_scripted_turn(
+        h.oc, fake, T, "work", [Text("working"), Task("sub", "child")]
+    )
     child = await h.rec.wait_for("child.started")
     await h.oc.stop_session(T)
     await settle()
