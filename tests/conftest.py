@@ -67,11 +67,9 @@ async def oc(fake: FakeOpenCodeServer, timeouts: Timeouts) -> AsyncIterator[Open
 
 
 @pytest.fixture
-async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
+async def rec(oc: OpenCodeAdapter, record: Record) -> Recorder:
     """Every canonical event ``oc`` emits during the test."""
-    recorder = Recorder(oc)
-    yield recorder
-    await recorder.close()
+    return record(oc)
 
 
 @pytest.fixture

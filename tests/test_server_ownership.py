@@ -18,7 +18,7 @@ import pytest
 import adapter._adapter as adapter_module
 from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Text
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "thread-1"
 
@@ -82,13 +82,11 @@ async def test_without_a_base_url_the_adapter_starts_its_own_server_and_stops_it
 async def test_a_configured_base_url_never_spawns_a_local_server(
     fake: FakeOpenCodeServer, spawns: Spawns
 ) -> None:
-    fake.script("ok", [Text("answered")])
     async with OpenCodeAdapter(
         fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0)
     ) as oc:
         rec = Recorder(oc)
-        await oc.start_session(T)
-        await oc.send_turn(T, "go [[script:ok]]")
+        await start_scripted_turn(oc, fake, T, "ok", [Text("answered")])
         await rec.wait_for("turn.completed")
         await oc.stop_session(T)
         await rec.close()
@@ -99,7 +97,6 @@ async def test_a_configured_base_url_never_spawns_a_local_server(
 async def test_a_configured_server_is_never_stopped_and_keeps_answering_after_close(
     fake: FakeOpenCodeServer, spawns: Spawns
 ) -> None:
-    fake.script("ok", [Text("still here")])
     oc = OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0))
     async with oc:
         first = await oc.start_session(T)
@@ -115,8 +112,7 @@ async def test_a_configured_server_is_never_stopped_and_keeps_answering_after_cl
         fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0)
     ) as again:
         rec = Recorder(again)
-        await again.start_session(T)
-        await again.send_turn(T, "go [[script:ok]]")
+        await start_scripted_turn(again, fake, T, "ok", [Text("still here")])
         done = await rec.wait_for("turn.completed")
         await rec.close()
     assert done.thread_id == T

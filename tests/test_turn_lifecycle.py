@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter, Timeouts
+from adapter import OpenCodeAdapter, Timeouts, TurnStart
 from adapter.testing.fake import (
     Compact,
     Fail,
@@ -76,6 +76,23 @@ async def assert_ready_with_every_turn_ended_once(oc: OpenCodeAdapter, rec: Reco
     assert status(oc) == "ready"
     await rec.settle()
     assert_every_turn_ended_once_after_its_output(rec)
+
+
+async def a_turn_whose_prompt_is_swallowed(
+    oc: OpenCodeAdapter,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    swallow: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    timeout: float,
+) -> tuple[TurnStart, Any, float]:
+    """Thread ``T`` sends a turn whose prompt ``swallow`` answers (and never runs): the
+    turn, its ``turn.completed`` (within ``timeout``) and the seconds from send to end."""
+    fake.on("POST", "/session/{id}/prompt_async", swallow)
+    await oc.start_session(T)
+    started = time.monotonic()
+    turn = await oc.send_turn(T, "hello")
+    done = await rec.wait_for("turn.completed", timeout=timeout)
+    return turn, done, time.monotonic() - started
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -314,12 +331,8 @@ async def test_a_prompt_the_server_never_starts_fails_the_turn_after_the_echo_ti
     async def swallow(request: httpx.Request) -> httpx.Response:
         return httpx.Response(204)  # accepted, then lost: never echoed, never run
 
-    fake.on("POST", "/session/{id}/prompt_async", swallow)
-    await tight.start_session(T)
-    started = time.monotonic()
-    turn = await tight.send_turn(T, "hello")
-    done = await rec.wait_for("turn.completed", timeout=3.0)
-    assert time.monotonic() - started >= 0.5, "not before Timeouts.echo"
+    turn, done, took = await a_turn_whose_prompt_is_swallowed(tight, fake, rec, swallow, 3.0)
+    assert took >= 0.5, "not before Timeouts.echo"
     assert done.turn_id == turn.turn_id and done.state == "failed"
     assert done.error is not None and "did not start" in done.error
     await assert_ready_with_every_turn_ended_once(tight, rec)
@@ -339,13 +352,9 @@ async def test_a_server_that_stops_answering_before_the_echo_fails_the_turn(
             fake.fail(method, path, status=503, times=None)
         return httpx.Response(204)
 
-    fake.on("POST", "/session/{id}/prompt_async", swallow)
-    await tight.start_session(T)
-    started = time.monotonic()
-    turn = await tight.send_turn(T, "hello")
-    done = await rec.wait_for("turn.completed", timeout=5.0)
+    turn, done, took = await a_turn_whose_prompt_is_swallowed(tight, fake, rec, swallow, 5.0)
     # echo (0.5 s), then retries until the next one would pass idle_confirm (0.6 s)
-    assert time.monotonic() - started >= 0.9, "not before Timeouts.echo + idle_confirm"
+    assert took >= 0.9, "not before Timeouts.echo + idle_confirm"
     assert done.turn_id == turn.turn_id and done.state == "failed"
     assert done.error is not None and "did not answer for 0.6 s" in done.error
     [error] = rec.of("runtime.error", T)
