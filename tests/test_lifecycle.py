@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -62,21 +63,44 @@ def test_every_thread_phase_is_a_status_a_host_can_see() -> None:
     assert set(typing.get_args(ThreadStatus)) == {p.value for p in ThreadPhase}
 
 
-def _lifecycle() -> tuple[Lifecycle, list[Event]]:
-    events: list[Event] = []
-    return Lifecycle("t", ROOT, events.append), events
-
-
-def _turn(owner: TaskOwner) -> Turn:
-    return Turn(turn_id=Turn.new_id(), collector=PartialCollector(ROOT), scope=owner.scope("turn"))
-
-
-async def test_a_turn_ends_once_and_the_thread_is_ready_again() -> None:
+@pytest.fixture
+async def owner() -> AsyncIterator[TaskOwner]:
     owner = TaskOwner("test")
-    life, events = _lifecycle()
+    yield owner
+    await owner.aclose()
+
+
+@pytest.fixture
+def events() -> list[Event]:
+    """What ``life`` emitted."""
+    return []
+
+
+@pytest.fixture
+def life(events: list[Event]) -> Lifecycle:
+    """A thread's lifecycle, still connecting."""
+    return Lifecycle("t", ROOT, events.append)
+
+
+@pytest.fixture
+def new_turn(owner: TaskOwner) -> Callable[[], Turn]:
+    return lambda: Turn(
+        turn_id=Turn.new_id(), collector=PartialCollector(ROOT), scope=owner.scope("turn")
+    )
+
+
+@pytest.fixture
+def turn(life: Lifecycle, new_turn: Callable[[], Turn]) -> Turn:
+    """The turn ``life`` runs, once connected."""
     life.connected()
-    turn = _turn(owner)
+    turn = new_turn()
     life.begin_turn(turn)
+    return turn
+
+
+async def test_a_turn_ends_once_and_the_thread_is_ready_again(
+    life: Lifecycle, events: list[Event], turn: Turn
+) -> None:
     assert life.phase is ThreadPhase.RUNNING and life.turn is turn
     assert life.end_turn(turn, TurnEnding("completed"))
     assert not life.end_turn(turn, TurnEnding("aborted", reason="late"))
@@ -88,19 +112,18 @@ async def test_a_turn_ends_once_and_the_thread_is_ready_again() -> None:
         "turn.started",
         "turn.completed",
     ]
-    await owner.aclose()
 
 
-async def test_moves_the_tables_forbid_are_refused() -> None:
-    owner = TaskOwner("test")
-    life, _ = _lifecycle()
+async def test_moves_the_tables_forbid_are_refused(
+    life: Lifecycle, new_turn: Callable[[], Turn]
+) -> None:
     with pytest.raises(LifecycleError):
-        life.begin_turn(_turn(owner))  # still connecting
+        life.begin_turn(new_turn())  # still connecting
     life.connected()
-    turn = _turn(owner)
+    turn = new_turn()
     life.begin_turn(turn)
     with pytest.raises(LifecycleError):
-        life.begin_turn(_turn(owner))  # one active turn at a time
+        life.begin_turn(new_turn())  # one active turn at a time
     with pytest.raises(LifecycleError):
         life.advance(turn, TurnPhase.SETTLING)  # awaiting an echo cannot settle
     with pytest.raises(LifecycleError):
@@ -108,15 +131,11 @@ async def test_moves_the_tables_forbid_are_refused() -> None:
     life.closed("stopped")
     with pytest.raises(LifecycleError):
         life.connected()
-    await owner.aclose()
 
 
-async def test_a_failed_stop_returns_to_running_with_its_turn() -> None:
-    owner = TaskOwner("test")
-    life, events = _lifecycle()
-    life.connected()
-    turn = _turn(owner)
-    life.begin_turn(turn)
+async def test_a_failed_stop_returns_to_running_with_its_turn(
+    life: Lifecycle, events: list[Event], turn: Turn
+) -> None:
     life.begin_stop()
     assert life.phase is ThreadPhase.STOPPING
     life.stop_done()
@@ -127,22 +146,17 @@ async def test_a_failed_stop_returns_to_running_with_its_turn() -> None:
     life.stop_done()
     assert life.phase is ThreadPhase.READY
     assert events[-1].type == "turn.aborted"
-    await owner.aclose()
 
 
-async def test_closing_ends_the_turn_silently_and_exits_once() -> None:
-    owner = TaskOwner("test")
-    life, events = _lifecycle()
-    life.connected()
-    turn = _turn(owner)
-    life.begin_turn(turn)
+async def test_closing_ends_the_turn_silently_and_exits_once(
+    life: Lifecycle, events: list[Event], turn: Turn
+) -> None:
     assert life.begin_close() and not life.begin_close()
     life.closed("stopped")
     life.closed("stopped")
     assert [e.type for e in events][-1] == "session.exited"
     assert [e.type for e in events].count("session.exited") == 1
     assert events[-1].turn_id == turn.turn_id and turn.phase is TurnPhase.ENDED
-    await owner.aclose()
 
 
 def test_every_event_class_has_its_own_type_and_the_union_covers_every_type() -> None:
