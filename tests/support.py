@@ -8,6 +8,7 @@ any other request, so a test fails if the walk touches anything else.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -75,23 +76,35 @@ class TreeApi:
         if self.latency is not None:
             await asyncio.sleep(self.latency(kind, sid))
 
-    async def _abort(self, request: httpx.Request, sid: str) -> httpx.Response:
-        await self._enter("abort", sid)
+    async def _serve(
+        self,
+        kind: str,
+        sid: str,
+        hook: Callable[[], Awaitable[httpx.Response | None]] | None,
+        answer: Callable[[], httpx.Response],
+    ) -> httpx.Response:
+        """One request, counted while in flight: the hook's response if it gives one,
+        else ``answer()``."""
+        await self._enter(kind, sid)
         try:
-            hook = self.abort_hooks.get(sid)
-            if hook is not None and (response := await hook(sid)) is not None:
+            if hook is not None and (response := await hook()) is not None:
                 return response
-            self.busy.discard(sid)
-            return httpx.Response(200, json=True)
+            return answer()
         finally:
             self.in_flight -= 1
 
+    async def _abort(self, request: httpx.Request, sid: str) -> httpx.Response:
+        def aborted() -> httpx.Response:
+            self.busy.discard(sid)
+            return httpx.Response(200, json=True)
+
+        hook = self.abort_hooks.get(sid)
+        return await self._serve(
+            "abort", sid, None if hook is None else functools.partial(hook, sid), aborted
+        )
+
     async def _children(self, request: httpx.Request, sid: str) -> httpx.Response:
-        await self._enter("children", sid)
-        try:
-            hook = self.children_hooks.get(sid)
-            if hook is not None and (response := await hook(sid)) is not None:
-                return response
+        def listed() -> httpx.Response:
             if sid not in self.children and not any(sid in v for v in self.children.values()):
                 return not_found(sid)
             kids = self.children.get(sid, [])
@@ -99,17 +112,17 @@ class TreeApi:
                 session_json(k, sid, self.created.get(k, 1000.0 + i)) for i, k in enumerate(kids)
             ]
             return httpx.Response(200, json=body)
-        finally:
-            self.in_flight -= 1
+
+        hook = self.children_hooks.get(sid)
+        return await self._serve(
+            "children", sid, None if hook is None else functools.partial(hook, sid), listed
+        )
 
     async def _status(self, request: httpx.Request) -> httpx.Response:
-        await self._enter("status", "")
-        try:
-            if self.status_hook is not None and (response := await self.status_hook()) is not None:
-                return response
+        def statuses() -> httpx.Response:
             return httpx.Response(200, json={sid: {"type": "busy"} for sid in sorted(self.busy)})
-        finally:
-            self.in_flight -= 1
+
+        return await self._serve("status", "", self.status_hook, statuses)
 
 
 def session_calls(client: OpenCodeClient, session_id: str) -> list[Coroutine[Any, Any, object]]:

@@ -23,7 +23,7 @@ from adapter import (
 )
 from adapter._event_history import EventHistory
 from adapter._events import ContentDelta, TurnStarted
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Step, Task, Text, Tool
 from tests.adapter_support import Recorder, start_scripted_turn
 
 A, B = "thread-a", "thread-b"
@@ -50,6 +50,15 @@ def drain(stream: EventStream) -> list[Event]:
 async def one_turn(oc: OpenCodeAdapter, rec: Recorder, thread: str, script: str) -> None:
     turn = await oc.send_turn(thread, f"go [[script:{script}]]")
     await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id)
+
+
+async def thread_a_after_one_turn(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, steps: list[Step]
+) -> None:
+    """Thread ``A`` started and ran one turn of ``steps`` (script ``s``) to its end."""
+    fake.script("s", steps)
+    await oc.start_session(A)
+    await one_turn(oc, rec, A, "s")
 
 
 async def a_turn_on_each_thread(oc: OpenCodeAdapter, rec: Recorder, script: str) -> None:
@@ -106,9 +115,7 @@ async def test_after_over_every_thread_keeps_emission_order(
 async def test_an_after_no_longer_retained_starts_with_an_expired_gap(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("s", [Text("x")])
-    await oc.start_session(A)
-    await one_turn(oc, rec, A, "s")
+    await thread_a_after_one_turn(oc, fake, rec, [Text("x")])
     stream = oc.events(A, after="ev_99999999")
     got = drain(stream)
     assert isinstance(got[0], StreamGap)
@@ -206,9 +213,7 @@ async def test_aclose_from_another_task_ends_a_waiting_consumer(oc: OpenCodeAdap
 async def test_a_replay_longer_than_the_queue_ends_with_a_gap(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("s", [Text("a b c d e f")])
-    await oc.start_session(A)
-    await one_turn(oc, rec, A, "s")
+    await thread_a_after_one_turn(oc, fake, rec, [Text("a b c d e f")])
     first = oc._core.hub.history.retained(A)[0]
     got = [e async for e in oc.events(A, after=first.event_id, max_queue=2)]
     assert [type(e) for e in got][-1] is StreamGap and len(got) == 3
