@@ -73,6 +73,12 @@ def emit_session_error(fake: FakeOpenCodeServer, session_id: str, name: str, mes
     fake.emit("session.error", {"sessionID": session_id, "error": error})
 
 
+def busy_branch(fake: FakeOpenCodeServer, parent_id: str) -> tuple[str, str]:
+    """A busy child of ``parent_id`` and a busy child of that child (their ids)."""
+    child = fake.add_session(parent_id=parent_id, busy=True)
+    return child, fake.add_session(parent_id=child, busy=True)
+
+
 async def held_abort(
     fake: FakeOpenCodeServer, session_id: str, stop: Coroutine[Any, Any, R]
 ) -> tuple[Hold, asyncio.Task[R]]:

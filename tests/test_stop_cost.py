@@ -20,7 +20,7 @@ import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task
-from tests.adapter_support import Recorder, held_abort, start_scripted_turn
+from tests.adapter_support import Recorder, busy_branch, held_abort, start_scripted_turn
 
 T = "thread-1"
 # One stop aborts the root three times: its abort and two second aborts (abort_root_twice).
@@ -62,8 +62,7 @@ async def test_known_sessions_and_the_roots_second_abort_go_out_while_its_first_
     fake: FakeOpenCodeServer, client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
-    child = fake.add_session(parent_id=root, busy=True)
-    grandchild = fake.add_session(parent_id=child, busy=True)
+    child, grandchild = busy_branch(fake, root)
     hold = fake.hold("POST", f"/session/{root}/abort")
     stop = asyncio.create_task(
         stop_tree(client, root, known=[(grandchild, child), (child, root)], abort_root_twice=True)

@@ -16,7 +16,7 @@ from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
 from tests.acp.support import Harness, connected
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, busy_branch
 
 
 @pytest.fixture
@@ -323,8 +323,7 @@ async def test_cancel_stops_children_created_through_the_api_too(
     acp_client: Harness, fake: FakeOpenCodeServer
 ) -> None:
     sid, running = await hanging_prompt(acp_client, fake)
-    kid = fake.add_session(parent_id=sid, busy=True)
-    grandkid = fake.add_session(parent_id=kid, busy=True)
+    kid, grandkid = busy_branch(fake, sid)
     await acp_client.conn.cancel(session_id=sid)
     assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
     assert not any(fake.sessions[s].busy for s in (sid, kid, grandkid))

@@ -262,31 +262,39 @@ async def test_an_oversized_event_drops_the_stream_which_reconnects(
     await h.consistent()
 
 
-async def test_an_endless_event_line_is_cut_off_at_max_event_bytes(
-    fake: FakeOpenCodeServer,
-) -> None:
-    sent = [0]
+async def bytes_sent_until_cut_off(
+    fake: FakeOpenCodeServer, prefix: bytes, chunk: bytes, match: str | None = None
+) -> int:
+    """The fake's event stream sends ``prefix``, then ``chunk`` over and over (up to 16 MiB,
+    so a failing run stays cheap); a client reads it with ``max_event_bytes`` = 1 MiB and
+    must raise ``ProtocolError`` (matching ``match``): the bytes of ``chunk`` sent by then."""
+    sent = 0
 
-    async def endless_line() -> AsyncIterator[bytes]:
-        yield b"data: "
-        while sent[0] < 16 * 1024 * 1024:  # stop somewhere, so a failing run stays cheap
-            sent[0] += 65536
-            yield b"x" * 65536
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal sent
+        if prefix:
+            yield prefix
+        while sent < 16 * 1024 * 1024:
+            sent += len(chunk)
+            yield chunk
             await asyncio.sleep(0)
 
     async def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            200, headers={"content-type": "text/event-stream"}, content=endless_line()
-        )
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=endless())
 
     fake.on("GET", "/event", handler)
-    limit = 1 << 20
     async with OpenCodeClient(fake.base_url, transport=fake.transport) as client:
-        with pytest.raises(ProtocolError):
-            async with client.event_stream(max_event_bytes=limit) as events:
+        with pytest.raises(ProtocolError, match=match):
+            async with client.event_stream(max_event_bytes=1 << 20) as events:
                 async for _ in events:
                     pass
-    assert sent[0] <= 2 * limit
+    return sent
+
+
+async def test_an_endless_event_line_is_cut_off_at_max_event_bytes(
+    fake: FakeOpenCodeServer,
+) -> None:
+    assert await bytes_sent_until_cut_off(fake, b"data: ", b"x" * 65536) <= 2 * (1 << 20)
 
 
 async def test_an_endless_multi_line_event_is_cut_off_at_max_event_bytes(
@@ -294,28 +302,8 @@ async def test_an_endless_multi_line_event_is_cut_off_at_max_event_bytes(
 ) -> None:
     """Short ``data:`` lines that never end their event (no blank line) pile up in the SSE
     decoder: the event, not only each line, is bounded by ``max_event_bytes``."""
-    sent = [0]
-
-    async def endless_event() -> AsyncIterator[bytes]:
-        chunk = b"data: x\n" * 8192
-        while sent[0] < 16 * 1024 * 1024:  # stop somewhere, so a failing run stays cheap
-            sent[0] += len(chunk)
-            yield chunk
-            await asyncio.sleep(0)
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            200, headers={"content-type": "text/event-stream"}, content=endless_event()
-        )
-
-    fake.on("GET", "/event", handler)
-    limit = 1 << 20
-    async with OpenCodeClient(fake.base_url, transport=fake.transport) as client:
-        with pytest.raises(ProtocolError, match="event exceeds"):
-            async with client.event_stream(max_event_bytes=limit) as events:
-                async for _ in events:
-                    pass
-    assert sent[0] <= 2 * limit
+    sent = await bytes_sent_until_cut_off(fake, b"", b"data: x\n" * 8192, match="event exceeds")
+    assert sent <= 2 * (1 << 20)
 
 
 async def test_events_split_anywhere_across_chunks_are_never_refused(

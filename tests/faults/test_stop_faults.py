@@ -24,7 +24,7 @@ from adapter import (
     stop_tree,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
-from tests.adapter_support import held_abort, start_scripted_turn
+from tests.adapter_support import busy_branch, held_abort, start_scripted_turn
 from tests.faults.support import ROOT_ABORTS_PER_STOP, Harness, aborts, fast, settle
 
 T = "thread-1"
@@ -100,10 +100,8 @@ async def test_a_failing_children_listing_still_stops_every_other_branch(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     root, _ = await start_hanging_turn(h, fake)
-    a = fake.add_session(parent_id=root, busy=True)
-    a1 = fake.add_session(parent_id=a, busy=True)
-    b = fake.add_session(parent_id=root, busy=True)
-    b1 = fake.add_session(parent_id=b, busy=True)
+    a, a1 = busy_branch(fake, root)
+    b, b1 = busy_branch(fake, root)
     fake.fail("GET", f"/session/{a}/children", status=400, times=None)
     with pytest.raises(TreeStopError) as caught:
         await h.oc.interrupt_turn(T)
@@ -121,8 +119,7 @@ async def test_a_transient_children_failure_is_retried_and_reaches_the_whole_tre
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     root, _ = await start_hanging_turn(h, fake)
-    a = fake.add_session(parent_id=root, busy=True)
-    a1 = fake.add_session(parent_id=a, busy=True)
+    a, a1 = busy_branch(fake, root)
     fake.fail("GET", f"/session/{a}/children", status=503, times=3)
     result = await h.oc.interrupt_turn(T)
     assert result.stop is not None and result.stop.ok and a1 in result.stop
