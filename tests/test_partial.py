@@ -165,6 +165,11 @@ def turn_collector(**options: Any) -> PartialCollector:
     return collector
 
 
+def reconcile_the_answer(collector: PartialCollector, parts: list[dict[str, Any]]) -> None:
+    """Reconcile ``collector`` with the stored answer (msg_0011 of ``turn_collector``)."""
+    collector.reconcile(ROOT, [stored(ROOT, "msg_0011", "assistant", "msg_0010", parts)])
+
+
 def body_bytes(value: str) -> int:
     """UTF-8 size of a stored string without its truncation markers."""
     return len(MARKER.sub("", value).encode("utf-8"))
@@ -466,20 +471,12 @@ def test_reconcile_keeps_longer_streamed_text_and_takes_longer_server_text() -> 
     collector.observe(text_event(ROOT, "msg_0011", "prt_a", ""))
     collector.observe(delta_event(ROOT, "msg_0011", "prt_a", "streamed a lot"))
     collector.observe(text_event(ROOT, "msg_0011", "prt_b", "short"))
-    collector.reconcile(
-        ROOT,
+    reconcile_the_answer(
+        collector,
         [
-            stored(
-                ROOT,
-                "msg_0011",
-                "assistant",
-                "msg_0010",
-                [
-                    part_json(ROOT, "msg_0011", "prt_a", type="text", text="streamed"),
-                    part_json(ROOT, "msg_0011", "prt_b", type="text", text="short, then more"),
-                    part_json(ROOT, "msg_0011", "prt_c", type="text", text="only on server"),
-                ],
-            )
+            part_json(ROOT, "msg_0011", "prt_a", type="text", text="streamed"),
+            part_json(ROOT, "msg_0011", "prt_b", type="text", text="short, then more"),
+            part_json(ROOT, "msg_0011", "prt_c", type="text", text="only on server"),
         ],
     )
     assert collector.result("t").text == "streamed a lot\nshort, then more\nonly on server"
@@ -496,35 +493,27 @@ def test_reconcile_server_snapshot_wins_for_tool_parts_and_adds_children() -> No
         "error": "Tool execution aborted",
         "metadata": {"sessionId": CHILD, "interrupted": True},
     }
-    collector.reconcile(
-        ROOT,
+    reconcile_the_answer(
+        collector,
         [
-            stored(
+            part_json(
                 ROOT,
                 "msg_0011",
-                "assistant",
-                "msg_0010",
-                [
-                    part_json(
-                        ROOT,
-                        "msg_0011",
-                        "prt_1",
-                        type="tool",
-                        tool="bash",
-                        callID="c1",
-                        state=completed("ok"),
-                    ),
-                    part_json(
-                        ROOT,
-                        "msg_0011",
-                        "prt_2",
-                        type="tool",
-                        tool="task",
-                        callID="c2",
-                        state=task_state,
-                    ),
-                ],
-            )
+                "prt_1",
+                type="tool",
+                tool="bash",
+                callID="c1",
+                state=completed("ok"),
+            ),
+            part_json(
+                ROOT,
+                "msg_0011",
+                "prt_2",
+                type="tool",
+                tool="task",
+                callID="c2",
+                state=task_state,
+            ),
         ],
     )
     assert CHILD in collector.session_ids
