@@ -7,7 +7,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from adapter import Event, EventStream, OpenCodeAdapter, SessionInfo, TurnStart
-from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook, Step
+from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook, Step, Text
 
 R = TypeVar("R")
 
@@ -99,6 +99,22 @@ async def start_scripted_turn(
     info = await oc.start_session(thread_id)
     turn = await oc.send_turn(thread_id, f"go [[script:{name}]]")
     return info, turn
+
+
+async def another_turn_completed(
+    oc: OpenCodeAdapter,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    thread_id: str,
+    prompt: str,
+    text: str,
+) -> Any:
+    """Thread ``thread_id`` runs one more turn (``prompt``, answered ``text`` by the fake's
+    script ``ok``), then ``rec`` holds a ``turn.completed``: the first it holds (so this
+    is the new turn's where no turn completed before)."""
+    fake.script("ok", [Text(text)])
+    await oc.send_turn(thread_id, f"{prompt} [[script:ok]]")
+    return await rec.wait_for("turn.completed")
 
 
 #: The ``record`` fixture: a recorder of any adapter, closed at the end of the test.

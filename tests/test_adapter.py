@@ -20,7 +20,7 @@ from adapter import (
 )
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
-from tests.adapter_support import Recorder, refuse, start_scripted_turn
+from tests.adapter_support import Recorder, another_turn_completed, refuse, start_scripted_turn
 
 T = "thread-1"
 
@@ -215,9 +215,7 @@ async def test_submission_failure_rolls_back_to_ready(
     assert "not accepted" in aborted.reason
     [info] = oc.list_sessions()
     assert info.status == "ready" and info.active_turn_id is None and info.last_error
-    fake.script("ok", [Text("fine")])
-    await oc.send_turn(T, "again [[script:ok]]")
-    await rec.wait_for("turn.completed")
+    await another_turn_completed(oc, fake, rec, T, "again", "fine")
 
 
 async def test_tool_items_and_subagents(
@@ -355,9 +353,7 @@ async def test_bad_events_are_skipped_and_the_pump_survives(
     fake.emit_raw(b'data: {"type": "session.idle", "properties": "wrong"}\n\n')
     fake.emit("message.part.updated", {"sessionID": info.session_id, "part": "garbage"})
     fake.emit("session.idle", {"sessionID": "ses_someone_else"})
-    fake.script("ok", [Text("still fine")])
-    await oc.send_turn(T, "go [[script:ok]]")
-    await rec.wait_for("turn.completed")
+    await another_turn_completed(oc, fake, rec, T, "go", "still fine")
 
 
 async def test_reconnect_mid_turn(

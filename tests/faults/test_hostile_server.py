@@ -22,6 +22,7 @@ from adapter import (
     stop_tree,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hook, Text, Tool
+from tests.adapter_support import another_turn_completed
 from tests.faults.conftest import FAST_RETRY
 from tests.faults.support import Harness, aborts, fast, settle
 from tests.support import session_calls
@@ -581,9 +582,7 @@ async def test_duplicated_and_reordered_events_change_nothing(
 
 async def test_duplicated_idles_complete_a_turn_once(fake: FakeOpenCodeServer, h: Harness) -> None:
     info = await h.oc.start_session(T)
-    fake.script("ok", [Text("fine")])
-    await h.oc.send_turn(T, "go [[script:ok]]")
-    await h.rec.wait_for("turn.completed")
+    await another_turn_completed(h.oc, fake, h.rec, T, "go", "fine")
     for _ in range(5):
         fake.emit("session.idle", {"sessionID": info.session_id})
         fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "idle"}})

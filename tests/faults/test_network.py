@@ -18,7 +18,7 @@ from adapter import (
     TreeStopError,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Text, Tool
-from tests.adapter_support import start_scripted_turn
+from tests.adapter_support import another_turn_completed, start_scripted_turn
 from tests.faults.conftest import FAST_RETRY
 from tests.faults.support import (
     Harness,
@@ -108,9 +108,9 @@ async def test_a_refused_prompt_is_never_retried_and_rolls_the_new_turn_back(
     await h.consistent()
     [info] = h.oc.list_sessions()
     assert info.status == "ready" and info.last_error
-    fake.script("ok", [Text("fine")])
-    await h.oc.send_turn(T, "again [[script:ok]]")
-    assert (await h.rec.wait_for("turn.completed")).state == "completed"
+    assert (
+        await another_turn_completed(h.oc, fake, h.rec, T, "again", "fine")
+    ).state == "completed"
 
 
 # ------------------------------------------------------------------ reset mid-response
