@@ -54,10 +54,16 @@ async def running_tree(
     return info.session_id, turn.turn_id
 
 
+@pytest.fixture
+async def tree(oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder) -> tuple[str, str]:
+    """``running_tree`` on ``oc``: its root session and turn."""
+    return await running_tree(oc, fake, rec)
+
+
 async def test_interrupt_stops_the_whole_tree_and_nothing_else(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
-    root, turn_id = await running_tree(oc, fake, rec)
+    root, turn_id = tree
     api_child = fake.add_session(parent_id=root, busy=True)
     unrelated = fake.add_session(busy=True)
     unrelated_kid = fake.add_session(parent_id=unrelated, busy=True)
@@ -106,9 +112,9 @@ async def test_partial_result_keeps_what_finished(
 
 
 async def test_concurrent_interrupts_share_one_abort(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
-    root, turn_id = await running_tree(oc, fake, rec)
+    root, turn_id = tree
     hold = fake.hold("POST", f"/session/{root}/abort")
     calls = [asyncio.create_task(oc.interrupt_turn(T, turn_id)) for _ in range(50)]
     await hold.wait_started()
@@ -122,9 +128,9 @@ async def test_concurrent_interrupts_share_one_abort(
 
 
 async def test_inactive_turn_id_is_a_noop_and_repeat_returns_at_once(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, tree: tuple[str, str]
 ) -> None:
-    _root, turn_id = await running_tree(oc, fake, rec)
+    _root, turn_id = tree
     before = len(fake.requests)
     noop = await oc.interrupt_turn(T, "turn_not_this_one")
     assert noop.stop is None and len(fake.requests) == before
@@ -135,9 +141,9 @@ async def test_inactive_turn_id_is_a_noop_and_repeat_returns_at_once(
 
 
 async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
-    root, _turn_id = await running_tree(oc, fake, rec)
+    root, _turn_id = tree
     hold, stop = await held_abort(fake, root, oc.interrupt_turn(T))
     fake.emit("session.status", {"sessionID": root, "status": {"type": "idle"}})
     fake.emit("session.idle", {"sessionID": root})
@@ -176,11 +182,11 @@ async def test_failed_root_abort_keeps_the_turn_and_a_retry_works(
 
 
 async def test_idle_held_during_a_failed_stop_is_replayed(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
     # The root abort fails, but the walk cancels the task child, so the root
     # finishes its script: the idle held back during the stop completes the turn.
-    root, turn_id = await running_tree(oc, fake, rec)
+    root, turn_id = tree
     fake.fail("POST", f"/session/{root}/abort", status=400, times=1)
     with pytest.raises(TreeStopError):
         await oc.interrupt_turn(T)
@@ -190,9 +196,9 @@ async def test_idle_held_during_a_failed_stop_is_replayed(
 
 
 async def test_failed_child_abort_fails_the_interrupt_after_every_attempt(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, tree: tuple[str, str]
 ) -> None:
-    root, turn_id = await running_tree(oc, fake, rec)
+    root, turn_id = tree
     a = fake.add_session(parent_id=root, busy=True)
     b = fake.add_session(parent_id=root, busy=True)
     fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
@@ -204,12 +210,12 @@ async def test_failed_child_abort_fails_the_interrupt_after_every_attempt(
 
 
 async def test_a_turn_held_by_a_failed_child_abort_ends_aborted_once_the_tree_is_idle(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
     """The root was aborted but a child's abort failed: the turn does not settle on the
     root's idle (the child still runs), and ends, aborted, once nothing of the tree runs."""
     oc._turns.watch_interval = 0.05
-    root, turn_id = await running_tree(oc, fake, rec)
+    root, turn_id = tree
     a = fake.add_session(parent_id=root, busy=True)
     fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
     with pytest.raises(TreeStopError):
@@ -281,9 +287,9 @@ async def test_turnless_stop_still_aborts(
 
 
 async def test_send_waits_for_a_pending_stop_then_starts_a_new_turn(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
-    root, turn_id = await running_tree(oc, fake, rec)
+    root, turn_id = tree
     child = fake.add_session(parent_id=root, busy=True)
     hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
     prompts_before = sum(1 for r in fake.requests if r.path.endswith("/prompt_async"))
@@ -303,9 +309,9 @@ async def test_send_waits_for_a_pending_stop_then_starts_a_new_turn(
 
 
 async def test_genuine_error_during_a_stop_stays_visible(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
-    root, _turn_id = await running_tree(oc, fake, rec)
+    root, _turn_id = tree
     child = fake.add_session(parent_id=root, busy=True)
     hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
     emit_session_error(fake, root, "APIError", "quota")
@@ -390,9 +396,9 @@ async def test_pending_requests_of_the_tree_are_resolved_as_cancelled(
 
 
 async def test_stop_session_during_a_pending_stop(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
-    root, _ = await running_tree(oc, fake, rec)
+    root, _ = tree
     child = fake.add_session(parent_id=root, busy=True)
     hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
     send = asyncio.create_task(oc.send_turn(T, "waiting"))

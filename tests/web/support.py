@@ -26,6 +26,16 @@ from adapter import OpenCodeAdapter
 #: The thread the stream tests use.
 T = "t"
 
+#: Every route under ``/threads/{id}``: method, the path after the id, a valid body.
+THREAD_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("GET", "", None),
+    ("POST", "/turns", {"text": "hi"}),
+    ("POST", "/stop", None),
+    ("GET", "/events", None),
+    ("GET", "/tree", None),
+    ("POST", "/requests/per_1", {"decision": "accept"}),
+]
+
 #: A question the tests ask through the fake (its answer field is ``Color``).
 COLOR = {
     "question": "Which color?",

@@ -23,6 +23,7 @@ from adapter.testing.fake import (
 from adapter.web._errors import response_for
 from tests.adapter_support import Recorder, refuse
 from tests.web.conftest import AskColor
+from tests.web.support import THREAD_ROUTES
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -80,14 +81,8 @@ async def test_an_existing_thread_id_is_a_conflict(client: httpx.AsyncClient) ->
 
 
 async def test_an_unknown_thread_is_404_on_every_thread_route(client: httpx.AsyncClient) -> None:
-    for method, path, body in [
-        ("GET", "/threads/nope", None),
-        ("POST", "/threads/nope/turns", {"text": "hi"}),
-        ("POST", "/threads/nope/stop", None),
-        ("GET", "/threads/nope/events", None),
-        ("GET", "/threads/nope/tree", None),
-        ("POST", "/threads/nope/requests/per_1", {"decision": "accept"}),
-    ]:
+    for method, suffix, body in THREAD_ROUTES:
+        path = f"/threads/nope{suffix}"
         response = await client.request(method, path, json=body)
         assert response.status_code == 404, (method, path)
         error = error_of(response)

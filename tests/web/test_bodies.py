@@ -21,6 +21,7 @@ from adapter.testing.fake import FakeOpenCodeServer, Text
 from adapter.web._body import MAX_BODY_BYTES, MAX_JSON_DEPTH
 from tests.adapter_support import Recorder
 from tests.web.conftest import AskColor
+from tests.web.support import THREAD_ROUTES
 from tests.web.test_api import error_of, expect_invalid
 
 JSON = {"content-type": "application/json"}
@@ -237,17 +238,7 @@ async def test_every_id_of_the_grammar_is_reachable_by_the_pages_urls(
     assert tree.status_code == 200 and tree.json()["thread_id"] == thread_id
 
 
-PATH_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
-    ("GET", "", None),
-    ("POST", "/turns", {"text": "hi"}),
-    ("POST", "/stop", None),
-    ("GET", "/events", None),
-    ("GET", "/tree", None),
-    ("POST", "/requests/per_1", {"decision": "accept"}),
-]
-
-
-@pytest.mark.parametrize(("method", "suffix", "body"), PATH_ROUTES)
+@pytest.mark.parametrize(("method", "suffix", "body"), THREAD_ROUTES)
 @pytest.mark.parametrize("segment", ["%2E", "%2e%2E", "a%5Cb", "tab%09", "x" * 201])
 async def test_a_path_id_outside_the_grammar_is_422_on_every_route(
     client: httpx.AsyncClient,
