@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import adapter as adapter_package
@@ -169,10 +169,50 @@ def delta_and_snapshot_ops(draw: st.DrawFn) -> list[tuple[str, str]]:
     return ops
 
 
+def keeps_both_edges_but_not_the_middle(ops: list[tuple[str, str]]) -> bool:
+    """Whether a snapshot keeps the first and the last :data:`EDGE` characters of what
+    was emitted but changes something between them: :class:`SeenText` takes it as a
+    continuation by design (its docstring), where the whole-text rule does not."""
+    emitted = ""
+    for kind, text in ops:
+        if kind == "delta":
+            emitted += text
+            continue
+        if (
+            len(text) >= len(emitted)
+            and not text.startswith(emitted)
+            and text.startswith(emitted[:EDGE])
+            and text[len(emitted) - len(emitted[-EDGE:]) : len(emitted)] == emitted[-EDGE:]
+        ):
+            return True
+        if text.startswith(emitted) and len(text) > len(emitted):
+            emitted = text
+    return False
+
+
 @settings(max_examples=200, deadline=None)
 @given(ops=delta_and_snapshot_ops())
+@example(  # found by Hypothesis: a snapshot that differs from the emitted text only inside
+    ops=[
+        ("snapshot", "1" + "0" * 255),
+        ("delta", "1"),
+        ("delta", "0" * 256),
+        ("snapshot", "1" + "0" * 513),
+        ("delta", "0" * 257),
+        ("snapshot", "1" + "0" * 513),
+    ]
+)
 def test_seen_text_emits_what_the_whole_text_rule_emitted(ops: list[tuple[str, str]]) -> None:
+    assume(not keeps_both_edges_but_not_the_middle(ops))
     assert emitted_by_seen_text(ops) == emitted_by_reference(ops)
+
+
+def test_a_snapshot_changed_only_between_the_edges_is_taken_as_a_continuation() -> None:
+    """The documented blind spot, pinned so that a change to it is a decision."""
+    ops = [("delta", "1" + "0" * 255), ("delta", "1"), ("delta", "0" * 256)]
+    changed_inside = "1" + "0" * 513
+    assert keeps_both_edges_but_not_the_middle([*ops, ("snapshot", changed_inside)])
+    assert emitted_by_seen_text([*ops, ("snapshot", changed_inside)])[-1] == "0"
 
 
 def test_seen_text_holds_at_most_two_edges() -> None:
