@@ -19,11 +19,12 @@ It never dies while it should run:
   window are reported together as ``other``, so a flood of invented types costs
   bounded memory and warnings.
 * Anything else that goes wrong while reading (the stream is lost, or the pump
-  itself fails: a bug) is an outage: ``lost`` once, reconnection with
-  tenacity's backoff, ``restored`` once reconnected, so the threads are
-  reconciled. The backoff grows while connections fail to open, or while the
-  pump fails on each one at once (a bug that recurs costs a few requests, not a
-  loop); it starts again after a connection that lasted :data:`_STABLE_AFTER`
+  itself fails: a bug) is an outage: ``lost`` once, reconnection with the
+  adapter's one backoff (:data:`~adapter._retry.RECONNECT_BACKOFF`: tenacity,
+  jittered), ``restored`` once reconnected, so the threads are reconciled.
+  The backoff grows while connections fail to open, or while the pump fails
+  on each one at once (a bug that recurs costs a few requests, not a loop);
+  it starts again after a connection that lasted :data:`_STABLE_AFTER`
   seconds, and after any opened stream the server ended (a server that drops
   streams again and again is reconnected after the first step each time).
 """
@@ -37,13 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
-
 from ._client import OpenCodeClient
 from ._event_wire import RawEvent
 from ._exceptions import NativeEventError, ProtocolError, RequestError
 from ._logging import get_logger
 from ._native import NativeEvent, parse_native
+from ._retry import RECONNECT_BACKOFF
 from ._unicode import well_formed
 
 __all__ = ["MAX_REPORTED_TYPES", "SKIP_REPORT_INTERVAL", "EventPump", "StreamSink"]
@@ -57,8 +57,6 @@ MAX_REPORTED_TYPES = 32
 #: The label of an event whose type could not be read.
 UNKNOWN_TYPE = "unknown"
 
-_FIRST_WAIT = 0.1
-_MAX_WAIT = 5.0
 _STABLE_AFTER = 1.0
 _TYPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -153,19 +151,20 @@ class EventPump:
     async def run(self) -> None:
         """Read the stream, reconnecting after every failure, until ``should_run``
         says stop; returns then, and raises nothing but its cancellation."""
+        # An opened stream the server ended: the backoff starts again from its
+        # first step (the waits are RECONNECT_BACKOFF's, see _connection).
+        ended: Exception | None = None
         try:
             while self._should_run():
-                retrying = AsyncRetrying(
-                    retry=retry_if_exception(self._restartable),
-                    wait=wait_exponential_jitter(
-                        multiplier=_FIRST_WAIT, max=_MAX_WAIT, jitter=_FIRST_WAIT
-                    ),
-                    reraise=True,
-                )
                 try:
-                    async for attempt in retrying:
+                    async for attempt in RECONNECT_BACKOFF.retrying(self._restartable):
                         with attempt:
-                            await self._connection()
+                            if ended is not None:
+                                # Handed to the fresh retrying as its first failure:
+                                # it waits the first step, then connects.
+                                replayed, ended = ended, None
+                                raise replayed
+                            ended = await self._connection()
                 except Exception:  # not restarted: the adapter is closing
                     return
         finally:
@@ -176,10 +175,12 @@ class EventPump:
         # Cancellation is a BaseException: never retried.
         return isinstance(exc, Exception) and self._should_run()
 
-    async def _connection(self) -> None:
+    async def _connection(self) -> Exception | None:
         """One connection, from opening the stream to losing it. Returns when the
-        backoff should start again (the stream was up :data:`_STABLE_AFTER` seconds,
-        or it opened and the server ended it), else raises."""
+        backoff should start again: ``None`` to reconnect at once (the stream was up
+        :data:`_STABLE_AFTER` seconds), the error when the stream opened and the
+        server ended it (reconnect after the first step); else raises (the backoff
+        grows)."""
         loop = asyncio.get_running_loop()
         opened: float | None = None
         try:
@@ -201,12 +202,11 @@ class EventPump:
             if opened is None:
                 raise  # it never opened: the backoff grows
             if loop.time() - opened >= _STABLE_AFTER:
-                return  # a stable connection was lost: reconnect at once
+                return None  # a stable connection was lost: reconnect at once
             if isinstance(exc, RequestError | ProtocolError):
                 # It opened and the server ended it: the server's doing, however often
                 # it happens, so the backoff starts again (after its first step).
-                await asyncio.sleep(_FIRST_WAIT)
-                return
+                return exc
             raise  # a bug that recurs on every connection: the backoff grows
 
     def _lost(self, exc: Exception) -> None:

@@ -1,0 +1,548 @@
+"""``OpenCodeClient``: typed access to one OpenCode server, one method per endpoint.
+
+Why its own module: this is the client's surface, the endpoints grouped by what
+they touch (the server, sessions, messages and prompts, permission and question
+requests, the event stream). Each says what to ask (a :class:`~._calls.Call`) and
+how to read the answer; how a call is made, bounded and retried is
+:mod:`adapter._client._calls`, and ``GET /event`` is :mod:`adapter._client._event_stream`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import httpx
+
+from .._base_url import checked_base_url
+from .._event_wire import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
+from .._exceptions import InvalidInputError, ProtocolError
+from .._ids import path_segment, validate_id
+from .._models import Health, Message, PendingRequest, Session, SessionStatus
+from .._retry import RetryPolicy
+from ._calls import Call, Caller
+from ._event_stream import open_event_stream
+
+__all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
+
+PermissionReply = Literal["once", "always", "reject"]
+
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+
+
+class OpenCodeClient:
+    """An async client for one OpenCode server.
+
+    Use it as an async context manager; it owns one pooled ``httpx.AsyncClient``
+    with keep-alive. Idempotent calls (``children``, ``status``,
+    ``get_session``, ``messages``, ``message``, ``abort``) are retried on
+    transient faults; ``prompt_async`` and other writes never are.
+
+    ``transport`` is the test seam: pass ``FakeOpenCodeServer().transport`` (or
+    any ``httpx.AsyncBaseTransport``) to talk to something other than a socket.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        password: str | None = None,
+        username: str = "opencode",
+        directory: str | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 64,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        url = checked_base_url(base_url)  # never a credential, never echoed
+        if timeout <= 0:
+            raise InvalidInputError("timeout must be positive")
+        if max_connections < 1:
+            raise InvalidInputError("max_connections must be at least 1")
+        self.base_url = str(url).rstrip("/")
+        self.username = username
+        self.directory = directory
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.max_response_bytes = max_response_bytes
+        self._has_password = password is not None
+        headers: dict[str, str] = {"accept": "application/json"}
+        params: dict[str, str] = {}
+        if directory is not None:
+            if directory.isascii():
+                headers["x-opencode-directory"] = directory
+            else:
+                params["directory"] = directory
+        self._params = params
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=httpx.BasicAuth(username, password) if password is not None else None,
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=30.0,
+            ),
+            transport=transport,
+            # A proxy from the environment would receive the Basic credentials of a
+            # server on this very machine: loopback servers are always reached directly.
+            trust_env=not _is_loopback(url.host),
+        )
+        self._send = Caller(
+            self._http,
+            params=params,
+            timeout=timeout,
+            retry=self.retry,
+            max_response_bytes=max_response_bytes,
+        )
+
+    def __repr__(self) -> str:
+        auth = "basic" if self._has_password else "none"
+        return (
+            f"OpenCodeClient(base_url={self.base_url!r}, auth={auth}, directory={self.directory!r})"
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._http.is_closed
+
+    # -- the server ------------------------------------------------------------
+
+    async def health(self) -> Health:
+        return await self._send(Call("health", "GET", "/global/health", parse=Health.parse))
+
+    async def status(self) -> dict[str, SessionStatus]:
+        """Every non-idle session of the directory; a missing id means idle."""
+        return await self._send(
+            Call("status", "GET", "/session/status", idempotent=True, parse=SessionStatus.parse_map)
+        )
+
+    # -- sessions --------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        title: str | None = None,
+        parent_id: str | None = None,
+        permission: Sequence[Mapping[str, str]] | None = None,
+    ) -> Session:
+        body: dict[str, Any] = {}
+        if title is not None:
+            body["title"] = title
+        if parent_id is not None:
+            body["parentID"] = self._caller_id("ses", parent_id)
+        body |= {"permission": [dict(r) for r in permission]} if permission is not None else {}
+        return await self._send(
+            Call("create_session", "POST", "/session", json_body=body, parse=Session.parse)
+        )
+
+    async def add_permission_rules(
+        self, session_id: str, rules: Sequence[Mapping[str, str]]
+    ) -> None:
+        """``PATCH /session/{id}``: OpenCode 1.18.34 *appends* the rules (measured)."""
+        body = {"permission": [dict(rule) for rule in rules]}
+        path = f"/session/{self._segment('ses', session_id)}"
+        await self._send(
+            Call(
+                "update_session",
+                "PATCH",
+                path,
+                session_id=session_id,
+                json_body=body,
+                parse=_ignore,
+            )
+        )
+
+    async def get_session(self, session_id: str) -> Session:
+        seg = self._segment("ses", session_id)
+        return await self._send(
+            Call(
+                "get_session",
+                "GET",
+                f"/session/{seg}",
+                session_id=session_id,
+                idempotent=True,
+                parse=Session.parse,
+            )
+        )
+
+    async def fork_session(self, session_id: str) -> Session:
+        """``POST /session/{id}/fork``: a new root session holding a copy of every message.
+
+        Measured on 1.18.34: the fork lives in the *original's* directory whatever
+        directory the request names (see :meth:`move_session`), has no ``parentID``, is
+        titled ``"<title> (fork #1)"`` and carries none of the original's permission
+        rules. Never retried: a retry could fork twice."""
+        seg = self._segment("ses", session_id)
+        path = f"/session/{seg}/fork"
+        return await self._send(
+            Call(
+                "fork_session",
+                "POST",
+                path,
+                session_id=session_id,
+                json_body={},
+                parse=Session.parse,
+            )
+        )
+
+    async def move_session(self, session_id: str, directory: str) -> None:
+        """Move a session to ``directory``, leaving the files alone (``moveChanges: false``).
+
+        OpenCode 1.18.34's ``POST /experimental/control-plane/move-session`` (measured):
+        204 and no event; the session's directory becomes ``directory`` as given (not
+        normalised), and its later runs and events are in it. A directory of another
+        project (another git repository) is a 400 ``MoveSessionError``, as is an
+        unknown session."""
+        body = {
+            "sessionID": self._caller_id("ses", session_id),
+            "destination": {"directory": directory},
+            "moveChanges": False,
+        }
+        path = "/experimental/control-plane/move-session"
+        await self._send(
+            Call("move_session", "POST", path, session_id=session_id, json_body=body, parse=_ignore)
+        )
+
+    async def delete_session(self, session_id: str) -> None:
+        """``DELETE /session/{id}`` (with its children; measured: ``200 true``)."""
+        seg = self._segment("ses", session_id)
+        await self._send(
+            Call(
+                "delete_session",
+                "DELETE",
+                f"/session/{seg}",
+                session_id=session_id,
+                idempotent=True,
+                parse=_ignore,
+            )
+        )
+
+    async def children(self, session_id: str) -> list[Session]:
+        """Direct children of a session, oldest first.
+
+        OpenCode 1.18.34 lists them in creation order; they are sorted by
+        ``time.created`` again (stably, so ties keep the server's order) in case
+        another release does not.
+        """
+        seg = self._segment("ses", session_id)
+
+        bad: list[str] = []
+
+        def parse(data: object) -> list[Session]:
+            if not isinstance(data, list):
+                raise ValueError("children is not a list")
+            sessions: list[Session] = []
+            for item in data:
+                try:
+                    sessions.append(Session.parse(item))
+                except (ValueError, KeyError, TypeError) as exc:
+                    bad.append(str(exc))
+            sessions.sort(key=lambda s: s.created)
+            return sessions
+
+        sessions = await self._send(
+            Call(
+                "children",
+                "GET",
+                f"/session/{seg}/children",
+                session_id=session_id,
+                idempotent=True,
+                parse=parse,
+            )
+        )
+        if bad:
+            raise ProtocolError(
+                "children",
+                f"{len(bad)} invalid child entr{'y' if len(bad) == 1 else 'ies'} "
+                f"for {session_id}: {bad[0]}",
+                partial=sessions,
+            )
+        return sessions
+
+    async def abort(self, session_id: str) -> bool:
+        """Abort a session's run. The server answers ``true`` even for unknown ids."""
+        seg = self._segment("ses", session_id)
+        return await self._send(
+            Call(
+                "abort",
+                "POST",
+                f"/session/{seg}/abort",
+                session_id=session_id,
+                idempotent=True,
+                parse=_parse_bool,
+            )
+        )
+
+    async def revert(
+        self, session_id: str, message_id: str, *, part_id: str | None = None
+    ) -> Session:
+        seg = self._segment("ses", session_id)
+        body: dict[str, Any] = {"messageID": self._caller_id("msg", message_id)}
+        if part_id is not None:
+            body["partID"] = self._caller_id("prt", part_id)
+        return await self._send(
+            Call(
+                "revert",
+                "POST",
+                f"/session/{seg}/revert",
+                session_id=session_id,
+                json_body=body,
+                parse=Session.parse,
+            )
+        )
+
+    # -- messages and prompts --------------------------------------------------
+
+    async def messages(self, session_id: str, *, limit: int | None = None) -> list[Message]:
+        seg = self._segment("ses", session_id)
+
+        def parse(data: object) -> list[Message]:
+            if not isinstance(data, list):
+                raise ValueError("messages is not a list")
+            return [Message.parse(item) for item in data]
+
+        return await self._send(
+            Call(
+                "messages",
+                "GET",
+                f"/session/{seg}/message",
+                session_id=session_id,
+                params={"limit": str(limit)} if limit is not None else None,
+                idempotent=True,
+                parse=parse,
+            )
+        )
+
+    async def message(self, session_id: str, message_id: str) -> Message:
+        seg = self._segment("ses", session_id)
+        mseg = self._segment("msg", message_id)
+        return await self._send(
+            Call(
+                "message",
+                "GET",
+                f"/session/{seg}/message/{mseg}",
+                session_id=session_id,
+                idempotent=True,
+                parse=Message.parse,
+            )
+        )
+
+    async def prompt_async(
+        self,
+        session_id: str,
+        parts: str | Sequence[Mapping[str, Any]],
+        *,
+        message_id: str | None = None,
+        model: tuple[str, str] | None = None,
+        agent: str | None = None,
+        variant: str | None = None,
+        system: str | None = None,
+        tools: Mapping[str, bool] | None = None,
+    ) -> None:
+        """Queue a prompt; the server answers 204 and reports failures as events.
+
+        ``parts`` is plain text or a list of OpenCode part inputs. ``model`` is
+        ``(provider_id, model_id)``. Never retried: a retry could run it twice.
+        """
+        seg = self._segment("ses", session_id)
+        body: dict[str, Any] = {
+            "parts": [{"type": "text", "text": parts}] if isinstance(parts, str) else list(parts)
+        }
+        if message_id is not None:
+            body["messageID"] = self._caller_id("msg", message_id)
+        if model is not None:
+            body["model"] = {"providerID": model[0], "modelID": model[1]}
+        if agent is not None:
+            body["agent"] = agent
+        if variant is not None:
+            body["variant"] = variant
+        body |= {k: v for k, v in (("system", system), ("tools", tools)) if v is not None}
+        await self._send(
+            Call(
+                "prompt_async",
+                "POST",
+                f"/session/{seg}/prompt_async",
+                session_id=session_id,
+                json_body=body,
+                parse=_ignore,
+            )
+        )
+
+    async def summarize(self, session_id: str, model: tuple[str, str], *, deadline: float) -> bool:
+        """Compact the session's history into a summary (``POST /session/{id}/summarize``).
+
+        The server answers once the summary is written, after the run under way (whose
+        agent then stops: measured on 1.18.34), so the call waits up to ``deadline``
+        seconds. Never retried: a retry would compact twice.
+        """
+        seg = self._segment("ses", session_id)
+        body = {"providerID": model[0], "modelID": model[1]}
+        return await self._send(
+            Call(
+                "summarize",
+                "POST",
+                f"/session/{seg}/summarize",
+                session_id=session_id,
+                json_body=body,
+                parse=_parse_bool,
+                deadline=deadline,
+            )
+        )
+
+    # -- permission and question requests --------------------------------------
+
+    async def pending_requests(self) -> list[PendingRequest]:
+        """Permission and question requests the server is waiting on (every session)."""
+
+        def parser(
+            kind: Literal["permission", "question"],
+        ) -> Callable[[object], list[PendingRequest]]:
+            def parse(data: object) -> list[PendingRequest]:
+                if not isinstance(data, list):
+                    raise ValueError(f"the {kind} list is not a list")
+                return [PendingRequest.parse(item, kind) for item in data]
+
+            return parse
+
+        permissions = await self._send(
+            Call(
+                "pending_permissions",
+                "GET",
+                "/permission",
+                idempotent=True,
+                parse=parser("permission"),
+            )
+        )
+        questions = await self._send(
+            Call("pending_questions", "GET", "/question", idempotent=True, parse=parser("question"))
+        )
+        return permissions + questions
+
+    async def permission_reply(
+        self, request_id: str, reply: PermissionReply, *, message: str | None = None
+    ) -> bool:
+        if reply not in ("once", "always", "reject"):
+            raise InvalidInputError(f"reply must be once, always or reject, got {reply!r}")
+        seg = self._segment("per", request_id)
+        body: dict[str, Any] = {"reply": reply}
+        if message is not None:
+            body["message"] = message
+        return await self._send(
+            Call(
+                "permission_reply",
+                "POST",
+                f"/permission/{seg}/reply",
+                json_body=body,
+                parse=_parse_bool,
+            )
+        )
+
+    async def question_reply(self, request_id: str, answers: Sequence[Sequence[str]]) -> bool:
+        """Answer a question request: one list of selected labels per question, in order."""
+        seg = self._segment("que", request_id)
+        body = {"answers": [[str(label) for label in answer] for answer in answers]}
+        return await self._send(
+            Call(
+                "question_reply",
+                "POST",
+                f"/question/{seg}/reply",
+                json_body=body,
+                parse=_parse_bool,
+            )
+        )
+
+    async def question_reject(self, request_id: str) -> bool:
+        seg = self._segment("que", request_id)
+        return await self._send(
+            Call(
+                "question_reject",
+                "POST",
+                f"/question/{seg}/reject",
+                json_body={},
+                parse=_parse_bool,
+            )
+        )
+
+    # -- the event stream ------------------------------------------------------
+
+    @asynccontextmanager
+    async def event_stream(
+        self,
+        *,
+        read_timeout: float = 30.0,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        on_skipped: OnSkipped | None = None,
+    ) -> AsyncIterator[AsyncIterator[RawEvent]]:
+        """Open ``GET /event`` and yield an iterator of decoded events.
+
+        A ``data:`` payload that is not an event object of strict JSON, or is nested
+        deeper than ``MAX_EVENT_DEPTH`` (:mod:`adapter._event_wire`), is skipped (a
+        hostile or broken server must not stop the stream): ``on_skipped`` gets its
+        :class:`~adapter.NativeEventError`, by default a warning is logged. One
+        larger than ``max_event_bytes`` raises :class:`ProtocolError`. The server
+        sends a heartbeat about every 10 s, so ``read_timeout`` detects a dead stream.
+        """
+        timeout = httpx.Timeout(self.timeout, read=read_timeout)
+        async with open_event_stream(
+            self._http,
+            params=self._params,
+            timeout=timeout,
+            max_event_bytes=max_event_bytes,
+            on_skipped=on_skipped,
+        ) as events:
+            yield events
+
+    # -- machinery -------------------------------------------------------------
+
+    @staticmethod
+    def _segment(kind: str, value: str) -> str:
+        try:
+            return path_segment(kind, value)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+
+    @staticmethod
+    def _caller_id(kind: str, value: str) -> str:
+        try:
+            return validate_id(kind, value)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _parse_bool(data: object) -> bool:
+    if not isinstance(data, bool):
+        raise ValueError("expected a boolean")
+    return data
+
+
+def _ignore(data: object) -> None:
+    return None
