@@ -111,26 +111,26 @@ class _Record(msgspec.Struct, frozen=True):
         return hash((type(self), self._typed()))
 
 
-class ServerConnected(_Record, frozen=True):
+class _ServerRecord(_Record, frozen=True):
+    """An event of the server itself: it concerns no session."""
+
+    raw: Mapping[str, Any]
+
+    @property
+    def session_id(self) -> None:
+        return None
+
+
+class ServerConnected(_ServerRecord, frozen=True):
     """The first event of every stream (``server.connected``)."""
 
     type: ClassVar[Literal["server.connected"]] = "server.connected"
-    raw: Mapping[str, Any]
-
-    @property
-    def session_id(self) -> None:
-        return None
 
 
-class ServerHeartbeat(_Record, frozen=True):
+class ServerHeartbeat(_ServerRecord, frozen=True):
     """Sent about every 10 s on an otherwise quiet stream (``server.heartbeat``)."""
 
     type: ClassVar[Literal["server.heartbeat"]] = "server.heartbeat"
-    raw: Mapping[str, Any]
-
-    @property
-    def session_id(self) -> None:
-        return None
 
 
 class SessionStatusChanged(_Record, frozen=True):
@@ -159,37 +159,32 @@ class SessionErrored(_Record, frozen=True):
     raw: Mapping[str, Any]
 
 
-class SessionCreated(_Record, frozen=True):
+class _SessionRecord(_Record, frozen=True):
+    """An event that carries a session's whole ``info``: its lifecycle events."""
+
+    session_id: str
+    parent_id: str | None
+    title: str | None
+    info: Mapping[str, Any]
+    raw: Mapping[str, Any]
+
+
+class SessionCreated(_SessionRecord, frozen=True):
     """``session.created``; ``parent_id`` is set for a child session."""
 
     type: ClassVar[Literal["session.created"]] = "session.created"
-    session_id: str
-    parent_id: str | None
-    title: str | None
-    info: Mapping[str, Any]
-    raw: Mapping[str, Any]
 
 
-class SessionUpdated(_Record, frozen=True):
+class SessionUpdated(_SessionRecord, frozen=True):
     """``session.updated``: a changed title, a revert, cost and tokens..."""
 
     type: ClassVar[Literal["session.updated"]] = "session.updated"
-    session_id: str
-    parent_id: str | None
-    title: str | None
-    info: Mapping[str, Any]
-    raw: Mapping[str, Any]
 
 
-class SessionDeleted(_Record, frozen=True):
+class SessionDeleted(_SessionRecord, frozen=True):
     """``session.deleted`` (a delete cascades: children come first)."""
 
     type: ClassVar[Literal["session.deleted"]] = "session.deleted"
-    session_id: str
-    parent_id: str | None
-    title: str | None
-    info: Mapping[str, Any]
-    raw: Mapping[str, Any]
 
 
 class SessionCompacted(_Record, frozen=True):
@@ -502,12 +497,13 @@ def _usage(info: _Props) -> Usage:
     )
 
 
-def _connected(props: _Props, raw: _Props) -> NativeEvent:
-    return ServerConnected(raw)
+def _server_event(
+    record: type[ServerConnected | ServerHeartbeat],
+) -> Callable[[_Props, _Props], NativeEvent]:
+    def parse(props: _Props, raw: _Props) -> NativeEvent:
+        return record(raw)
 
-
-def _heartbeat(props: _Props, raw: _Props) -> NativeEvent:
-    return ServerHeartbeat(raw)
+    return parse
 
 
 # `{"type": "busy"}` and `{"type": "idle"}` are most of a stream's statuses; the
@@ -536,22 +532,18 @@ def _error(props: _Props, raw: _Props) -> NativeEvent:
     return SessionErrored(session_id, MessageError.parse(props.get("error")), raw)
 
 
-def _session_fields(props: _Props) -> tuple[str, str | None, str | None, _Props]:
-    info = _obj(props.get("info"), "session info")
-    session_id = checked_id("ses", info.get("id"))
-    return session_id, _opt_id("ses", info.get("parentID")), _opt_str(info.get("title")), info
+def _session_event(
+    record: type[SessionCreated | SessionUpdated | SessionDeleted],
+) -> Callable[[_Props, _Props], NativeEvent]:
+    """The parser of a session lifecycle event, which differ only by their record."""
 
+    def parse(props: _Props, raw: _Props) -> NativeEvent:
+        info = _obj(props.get("info"), "session info")
+        session_id = checked_id("ses", info.get("id"))
+        parent_id = _opt_id("ses", info.get("parentID"))
+        return record(session_id, parent_id, _opt_str(info.get("title")), info, raw)
 
-def _created(props: _Props, raw: _Props) -> NativeEvent:
-    return SessionCreated(*_session_fields(props), raw=raw)
-
-
-def _updated(props: _Props, raw: _Props) -> NativeEvent:
-    return SessionUpdated(*_session_fields(props), raw=raw)
-
-
-def _deleted(props: _Props, raw: _Props) -> NativeEvent:
-    return SessionDeleted(*_session_fields(props), raw=raw)
+    return parse
 
 
 def _compacted(props: _Props, raw: _Props) -> NativeEvent:
@@ -660,14 +652,14 @@ def _question_rejected(props: _Props, raw: _Props) -> NativeEvent:
 
 
 _PARSERS: dict[str, Callable[[_Props, _Props], NativeEvent]] = {
-    "server.connected": _connected,
-    "server.heartbeat": _heartbeat,
+    "server.connected": _server_event(ServerConnected),
+    "server.heartbeat": _server_event(ServerHeartbeat),
     "session.status": _status,
     "session.idle": _idle,
     "session.error": _error,
-    "session.created": _created,
-    "session.updated": _updated,
-    "session.deleted": _deleted,
+    "session.created": _session_event(SessionCreated),
+    "session.updated": _session_event(SessionUpdated),
+    "session.deleted": _session_event(SessionDeleted),
     "session.compacted": _compacted,
     "message.updated": _message,
     "message.removed": _removed,
