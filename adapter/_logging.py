@@ -1,8 +1,14 @@
-"""Structured logging.
+"""Structured logging, quiet until the host asks.
 
-The library logs through ``structlog`` and never configures it on import: the
-host decides where logs go. :func:`configure_logging` is a convenience for
-command-line use and tests (console or JSON lines on stderr, level filter).
+The library logs through ``structlog`` onto the standard library's ``logging``
+(the ``adapter`` logger and its children: ``adapter.client``, ``adapter.web``...),
+the setup structlog documents for libraries: the host's own ``logging``
+configuration decides what is shown and where, and a host that configured nothing
+sees nothing (a ``NullHandler`` on ``adapter``; debug and info are dropped by the
+level before any event is built). The library never calls ``structlog.configure``,
+so a host's own structlog configuration is left alone.
+:func:`configure_logging` is a convenience for command-line use and tests: one
+handler on ``adapter`` writing console or JSON lines to stderr, level filtered.
 
 What it writes is safe to keep and to share: a traceback shows the frames, never
 their local variables (one may hold a password or a token), and every string is
@@ -18,17 +24,50 @@ from typing import Any, Literal, TextIO
 
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
-from structlog.typing import EventDict, WrappedLogger
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 from ._exceptions import InvalidInputError
 from ._unicode import well_formed, well_formed_data
 
 __all__ = ["WellFormedFormatter", "configure_logging", "get_logger"]
 
+#: The parent of every logger of the library.
+LIBRARY_LOGGER = "adapter"
+logging.getLogger(LIBRARY_LOGGER).addHandler(logging.NullHandler())
+
+
+class _Event(dict[str, Any]):
+    """An event on its way through ``logging`` (``record.msg``): a dict for
+    structlog's :class:`~structlog.stdlib.ProcessorFormatter` and for JSON
+    formatters, one readable line (``event key=value ...``) for a plain
+    ``%(message)s`` formatter a host may have."""
+
+    def __str__(self) -> str:
+        fields = " ".join(f"{key}={value!r}" for key, value in self.items() if key != "event")
+        return well_formed(f"{self.get('event', '')} {fields}".rstrip())
+
+
+def _as_record(logger: WrappedLogger, method: str, event_dict: EventDict) -> Any:
+    """The last processor: the event as the message of a ``logging`` record,
+    formatted by whichever handler the host installed."""
+    return structlog.stdlib.ProcessorFormatter.wrap_for_formatter(
+        logger, method, _Event(event_dict)
+    )
+
+
+#: Built once: nothing is done for a level the ``logging`` configuration drops.
+_LIBRARY_PROCESSORS: list[Processor] = [structlog.stdlib.filter_by_level, _as_record]
+
 
 def get_logger(name: str) -> Any:
-    """The logger of one library module (``adapter.client``, ``adapter.stop``...)."""
-    return structlog.get_logger(name)
+    """The logger of one library module (``adapter.client``, ``adapter.stop``...):
+    structlog's bound logger over ``logging.getLogger(name)``."""
+    return structlog.wrap_logger(
+        logging.getLogger(name),
+        processors=_LIBRARY_PROCESSORS,
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
 
 
 def configure_logging(
@@ -37,15 +76,34 @@ def configure_logging(
     level: int | str = logging.INFO,
     file: TextIO | None = None,
 ) -> None:
-    """Send structlog output to ``file`` (default stderr) as console lines or JSON
-    lines, filtered by ``level``. Tracebacks never show local variables."""
+    """Show the library's logs on ``file`` (default stderr) as console lines or JSON
+    lines, filtered by ``level``: one handler on the ``adapter`` logger (a second call
+    replaces it), which then no longer propagates to the root logger. Tracebacks
+    never show local variables."""
     numeric = logging.getLevelName(level) if isinstance(level, str) else level
     if not isinstance(numeric, int):
         raise InvalidInputError(f"unknown log level {level!r}")
     stream = file if file is not None else sys.stderr
-    processors: list[Any] = [
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_formatter(format, stream))
+    handler.set_name(_HANDLER_NAME)
+    library = logging.getLogger(LIBRARY_LOGGER)
+    for old in [h for h in library.handlers if h.get_name() == _HANDLER_NAME]:
+        library.removeHandler(old)
+    library.addHandler(handler)
+    library.setLevel(numeric)
+    library.propagate = False  # shown once, here, not again by a root handler
+
+
+#: The name of the handler :func:`configure_logging` installs (replaced on a new call).
+_HANDLER_NAME = "adapter.configure_logging"
+
+
+def _formatter(format: Literal["console", "json"], stream: TextIO) -> logging.Formatter:
+    processors: list[Processor] = [
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
         structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
+        structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if format == "json":
@@ -69,12 +127,7 @@ def configure_logging(
             colors=colors, exception_formatter=traceback_format
         )
         processors.append(_WellFormedLine(renderer))
-    structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
-        cache_logger_on_first_use=False,
-    )
+    return structlog.stdlib.ProcessorFormatter(processors=processors)
 
 
 class WellFormedFormatter(logging.Formatter):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 import respx
-import structlog
 
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
@@ -15,17 +15,37 @@ from tests.adapter_support import Record, Recorder
 from tests.support import BASE
 
 
+class _CapturedEvents(logging.Handler):
+    """Each of the library's records as its structlog event dict, with ``log_level``
+    (what ``structlog.testing.capture_logs`` gave)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        super().__init__(logging.DEBUG)
+        self.events = events
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, dict):
+            self.events.append({**record.msg, "log_level": record.levelname.lower()})
+
+
 @pytest.fixture(autouse=True)
 def captured_logs() -> Iterator[list[dict[str, Any]]]:
-    """Every structlog event of the test, as dicts (also keeps test output quiet).
+    """Every event the library logs during the test, as dicts (at every level).
 
-    The configuration is reset first: a CLI test configures structlog globally
-    (with a level filter), which must not leak into the next test.
+    The library logs through the standard library's ``adapter`` logger, whose level,
+    handlers and propagation are restored after the test: a CLI test calls
+    ``configure_logging``, which must not leak into the next test.
     """
-    structlog.reset_defaults()
-    with structlog.testing.capture_logs() as logs:
-        yield logs
-    structlog.reset_defaults()
+    library = logging.getLogger("adapter")
+    saved = (library.level, list(library.handlers), library.propagate)
+    logs: list[dict[str, Any]] = []
+    library.addHandler(_CapturedEvents(logs))
+    library.setLevel(logging.DEBUG)
+    library.propagate = False  # kept here, not printed by pytest's own handlers
+    yield logs
+    library.setLevel(saved[0])
+    library.handlers[:] = saved[1]
+    library.propagate = saved[2]
 
 
 @pytest.fixture

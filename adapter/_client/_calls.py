@@ -11,6 +11,7 @@ idempotent calls retried with the adapter's one backoff
 from __future__ import annotations
 
 import asyncio
+import logging
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import httpx
-import structlog
 from tenacity import RetryCallState
 
 from .._exceptions import AuthError, InvalidInputError, NotFoundError, ProtocolError, RequestError
@@ -142,9 +142,8 @@ class Caller:
             _raise_request_error(call, exc, limit)
             raise  # not a transport failure (the bounded read's ProtocolError): as it is
         finally:
-            # Unconfigured structlog prints every level to stdout: a library stays
-            # quiet about each request until the host configured logging.
-            if structlog.is_configured():
+            # The arguments are not even gathered when the host's logging drops debug.
+            if _log.isEnabledFor(logging.DEBUG):
                 _log.debug(
                     "opencode.request",
                     operation=call.operation,

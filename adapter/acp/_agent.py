@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 from acp import PROTOCOL_VERSION, RequestError
 from acp.helpers import update_agent_message_text
 from acp.interfaces import Client
@@ -86,6 +85,7 @@ from adapter import (
     image_part,
     text_part,
 )
+from adapter._logging import get_logger
 
 from ._outbound import WellFormedClient
 from ._requests import (
@@ -101,7 +101,7 @@ from ._updates import SessionUpdate, UpdateMapper, history_updates
 
 __all__ = ["OpenCodeTreeAgent"]
 
-_log = structlog.get_logger("adapter.acp")
+_log = get_logger("adapter.acp")
 
 ContentBlock = (
     TextContentBlock

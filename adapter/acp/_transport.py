@@ -26,14 +26,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-import structlog
+from adapter._logging import get_logger
 
 from ._inbound import MAX_LINE_BYTES, Accept, Refuse, Verdict, check_line, too_long
 from ._outbound import encode_message
 
 __all__ = ["CheckedTransport"]
 
-_log = structlog.get_logger("adapter.acp")
+_log = get_logger("adapter.acp")
 
 #: Bytes asked of the reader at a time.
 CHUNK_BYTES = 64 * 1024

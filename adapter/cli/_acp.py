@@ -23,15 +23,13 @@ import sys
 from collections.abc import Awaitable
 from typing import TextIO
 
-import structlog
-
 from .._adapter import OpenCodeAdapter
-from .._logging import WellFormedFormatter, configure_logging
+from .._logging import WellFormedFormatter, configure_logging, get_logger
 from ._commands import password_from, url_from
 
 __all__ = ["acp_command", "add_acp_parser"]
 
-_log = structlog.get_logger("adapter.acp")
+_log = get_logger("adapter.acp")
 #: The signals a host stops an agent with. Their default action ends the process at
 #: once, leaving the ``opencode serve`` it started running.
 _STOP_SIGNALS = tuple(

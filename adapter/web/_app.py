@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -24,6 +23,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import adapter
+from adapter._logging import get_logger
 
 from ._auth import BearerAuth
 from ._body import (
@@ -46,7 +46,7 @@ __all__ = ["STATIC_DIR", "create_app"]
 #: The page and its files (``GET /``, ``GET /static/{file}``).
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
-_log = structlog.get_logger("adapter.web")
+_log = get_logger("adapter.web")
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _DECISIONS = ("accept", "accept_for_session", "decline")

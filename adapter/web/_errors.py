@@ -14,15 +14,14 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-import structlog
-
 import adapter
+from adapter._logging import get_logger
 
 from ._json import JsonResponse
 
 __all__ = ["ApiError", "error_response", "invalid", "response_for"]
 
-_log = structlog.get_logger("adapter.web")
+_log = get_logger("adapter.web")
 
 
 class ApiError(Exception):

@@ -32,18 +32,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-import structlog
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 import adapter
+from adapter._logging import get_logger
 
 from ._json import json_text
 
 __all__ = ["SEND_TIMEOUT", "event_frame", "event_response"]
 
-_log = structlog.get_logger("adapter.web")
+_log = get_logger("adapter.web")
 
 #: Seconds one send to a client may wait for its socket to take the bytes before the
 #: client is dropped (a tab that cannot read a frame for this long is stuck or gone).

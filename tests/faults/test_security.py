@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-import structlog
 
 from adapter import (
     AuthError,
@@ -28,7 +27,7 @@ from adapter import (
     OpenCodeClient,
     OpenCodeError,
 )
-from adapter._logging import configure_logging
+from adapter._logging import configure_logging, get_logger
 from adapter.cli import amain
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.faults.conftest import FAST_RETRY
@@ -374,7 +373,7 @@ def root_handlers() -> Iterator[None]:
 def test_a_logged_traceback_never_prints_local_variables(setup: str, root_handlers: None) -> None:
     stream = StrictStream(tty=setup.endswith("tty"))
     LOG_SETUPS[setup](stream)
-    log = structlog.get_logger("adapter.test")
+    log = get_logger("adapter.test")
     try:
         _fails_holding_a_secret()
     except RuntimeError as exc:
@@ -396,7 +395,7 @@ class ReprQuotesTheServer:
 def test_a_log_line_with_lone_surrogates_is_written(setup: str, root_handlers: None) -> None:
     stream = StrictStream(tty=setup.endswith("tty"))
     LOG_SETUPS[setup](stream)
-    log = structlog.get_logger("adapter.test")
+    log = get_logger("adapter.test")
     log.warning(
         "title\ud800",
         title="a\ud800b",
