@@ -12,28 +12,18 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 from collections import deque
 
 import httpx
 
 from ._exceptions import ServerExitedError
 from ._logging import get_logger
+from ._server_binary import free_port
 
-__all__ = ["ServerProcess", "free_port"]
+__all__ = ["ServerProcess"]
 
 _log = get_logger("adapter.server")
 _READY = "opencode server listening on"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A currently free TCP port on ``host``; never OpenCode's default 4096."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = int(sock.getsockname()[1])
-        if port != 4096:
-            return port
 
 
 class ServerProcess:

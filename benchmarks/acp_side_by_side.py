@@ -55,8 +55,7 @@ from acp.connection import StreamEvent
 from acp.core import ClientSideConnection
 
 from adapter import OpenCodeClient
-from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing._real_server import free_port
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from benchmarks._common import machine, quiet_logging, table, write_json
 from tests.acp.support import RecordingClient

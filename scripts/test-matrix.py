@@ -30,8 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapter.testing._real_server import RealOpenCodeServer  # noqa: E402
-from adapter.testing.model import ScriptedModelServer  # noqa: E402
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer  # noqa: E402
 from tests.real.release_expectations import (  # noqa: E402
     RELEASES_FILE,
     VERSION_VARIABLE,

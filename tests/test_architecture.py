@@ -164,3 +164,52 @@ def test_each_part_of_a_thread_is_changed_by_its_own_concept_only() -> None:
                 line = getattr(node, "lineno", 0)
                 strays.append(f"{path.relative_to(PACKAGE)}:{line} changes {part}")
     assert strays == []
+
+
+def _module_names(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [node.module]
+    return []
+
+
+def test_no_module_outside_testing_imports_a_private_testing_module() -> None:
+    """The product stands alone: the CLI, the web app and the ACP agent use only the
+    public ``adapter.testing`` names (``adapter.testing``, ``.fake``, ``.model``)."""
+    offenders = sorted(
+        f"{module} imports {dep}"
+        for module, deps in modules().items()
+        if not module.startswith("adapter.testing")
+        for dep in deps
+        if dep.startswith("adapter.testing.") and dep.split(".")[2].startswith("_")
+    )
+    assert offenders == []
+
+
+def test_every_third_party_package_imported_is_declared() -> None:
+    """Each distribution the package imports is in ``dependencies`` or a non-dev extra
+    of ``pyproject.toml`` (a transitive install is not a promise)."""
+    import re
+    import sys
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra, listed in project["optional-dependencies"].items():
+        if extra != "dev":
+            requirements += listed
+    declared = {re.split(r"[\s<>=!~\[;]", r, maxsplit=1)[0].lower() for r in requirements}
+    distributions = packages_distributions()
+    undeclared: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            for name in _module_names(node):
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("adapter", "__future__"):
+                    continue
+                names = {d.lower() for d in distributions.get(top, [top])}
+                if not names & declared:
+                    undeclared.add(f"{top} ({path.relative_to(PACKAGE.parent)})")
+    assert sorted(undeclared) == []

@@ -25,6 +25,7 @@ from typing import TextIO
 
 from .._adapter import OpenCodeAdapter
 from .._logging import WellFormedFormatter, configure_logging, get_logger
+from .._server_binary import find_opencode_binary
 from ._commands import password_from, url_from
 
 __all__ = ["acp_command", "add_acp_parser"]
@@ -59,8 +60,6 @@ def _binary(args: argparse.Namespace) -> str:
     """``--binary`` if given, else the pinned project install when there is one."""
     if args.binary != "opencode" or os.environ.get("OPENCODE_BIN"):
         return str(args.binary)
-    from ..testing._real_server import find_opencode_binary
-
     try:
         return str(find_opencode_binary())
     except FileNotFoundError:

@@ -28,7 +28,8 @@ from rich.panel import Panel
 from .._adapter import OpenCodeAdapter
 from .._client import OpenCodeClient
 from .._records import InterruptResult
-from ..testing._real_server import RealOpenCodeServer, find_opencode_binary, find_project_root
+from .._server_binary import find_opencode_binary, find_project_root
+from ..testing import RealOpenCodeServer
 from ..testing.fake import FakeOpenCodeServer
 from ..testing.fake import Hang as FakeHang
 from ..testing.fake import Task as FakeTask

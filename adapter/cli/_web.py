@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .._adapter import OpenCodeAdapter
 from .._events import SessionStarted
 from .._exceptions import InvalidInputError
-from .._server_process import free_port
+from .._server_binary import find_opencode_binary, free_port
 from ._commands import password_from, url_from
 from ._render import Out
 
@@ -192,7 +192,7 @@ def try_scripts(model: ScriptedModelServer) -> None:
 
 @contextlib.asynccontextmanager
 async def _try_adapter(out: Out) -> AsyncIterator[OpenCodeAdapter]:
-    from ..testing._real_server import RealOpenCodeServer, find_opencode_binary
+    from ..testing import RealOpenCodeServer
     from ..testing.model import ScriptedModelServer
 
     try:

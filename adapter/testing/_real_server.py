@@ -2,7 +2,7 @@
 
 `RealOpenCodeServer` is a synchronous context manager (so it fits session-scoped
 pytest fixtures and can be used from async code too). It starts the OpenCode
-binary (see :func:`find_opencode_binary`) with:
+binary (see :func:`adapter._server_binary.find_opencode_binary`) with:
 
 * a free loopback port it picks itself (never 4096, never ``--port 0``),
 * a private temporary ``HOME`` and XDG config/data/cache/state directories,
@@ -33,12 +33,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
-import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -46,6 +44,13 @@ from typing import Any, Final
 import httpx
 
 from .._compat import Version, parse_version
+from .._server_binary import (
+    OPENCODE_DEFAULT_PORT,
+    PINNED_VERSION,
+    find_opencode_binary,
+    find_project_root,
+    free_port,
+)
 
 __all__ = [
     "DEFAULT_USERNAME",
@@ -59,8 +64,6 @@ __all__ = [
     "opencode_config",
 ]
 
-#: The OpenCode version the project is tested against (see scripts/install-opencode.sh).
-PINNED_VERSION: Final = "1.18.34"
 #: Basic-auth user name OpenCode expects unless OPENCODE_SERVER_USERNAME is set.
 DEFAULT_USERNAME: Final = "opencode"
 #: Environment that keeps an OpenCode server from reaching the network.
@@ -78,10 +81,7 @@ OFFLINE_ENV: Final[Mapping[str, str]] = {
     "no_proxy": "127.0.0.1,localhost",
 }
 
-_PROJECT_NAME: Final = "opencode-tree-adapter"
-_BINARY_IN_PROJECT: Final = Path(".opencode/node_modules/opencode-linux-x64/bin/opencode")
 _READY_LINE: Final = "opencode server listening on"
-_AVOID_PORTS: Final = frozenset({4096})
 _DROPPED_ENV_PREFIXES: Final = ("OPENCODE_", "XDG_")
 _DROPPED_ENV_KEYS: Final = frozenset(
     {"http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"}
@@ -94,89 +94,6 @@ _SUBAGENT_DEPTH_SINCE: Final = Version(1, 18, 0)
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port on ``host`` that was free a moment ago (never 4096)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = int(sock.getsockname()[1])
-        if port not in _AVOID_PORTS:
-            return port
-    raise RuntimeError("could not find a free port")
-
-
-def _is_project_root(directory: Path) -> bool:
-    pyproject = directory / "pyproject.toml"
-    if not pyproject.is_file():
-        return False
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
-    project = data.get("project")
-    return isinstance(project, dict) and project.get("name") == _PROJECT_NAME
-
-
-def _walk_up(start: Path) -> Iterator[Path]:
-    start = start.resolve()
-    yield start
-    yield from start.parents
-
-
-def _project_roots() -> list[Path]:
-    roots: list[Path] = []
-    for start in (Path.cwd(), Path(__file__).parent):
-        for directory in _walk_up(start):
-            if _is_project_root(directory):
-                if directory not in roots:
-                    roots.append(directory)
-                break
-    return roots
-
-
-def find_project_root() -> Path | None:
-    """Find the ``opencode-tree-adapter`` checkout from the cwd, else from this file."""
-    roots = _project_roots()
-    return roots[0] if roots else None
-
-
-def find_opencode_binary(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Locate the ``opencode`` executable.
-
-    Order: ``explicit``; the ``OPENCODE_BIN`` environment variable; the project-local
-    install ``<project root>/.opencode/node_modules/opencode-linux-x64/bin/opencode``;
-    ``opencode`` on ``PATH``. An explicit path or ``OPENCODE_BIN`` that does not exist
-    is an error (no silent fallback).
-
-    Raises:
-        FileNotFoundError: nothing found; the message says to run ``make opencode``.
-    """
-    hint = (
-        "run `make opencode` (or scripts/install-opencode.sh) to install opencode "
-        f"{PINNED_VERSION} into .opencode/, or set OPENCODE_BIN to the binary"
-    )
-    for label, value in (
-        ("explicit path", explicit),
-        ("OPENCODE_BIN", os.environ.get("OPENCODE_BIN")),
-    ):
-        if value:
-            path = Path(value).expanduser()
-            if path.is_file() and os.access(path, os.X_OK):
-                return path.resolve()
-            raise FileNotFoundError(
-                f"opencode binary from {label} not found or not executable: {path}; {hint}"
-            )
-    candidates = [root / _BINARY_IN_PROJECT for root in _project_roots()]
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    on_path = shutil.which("opencode")
-    if on_path:
-        return Path(on_path).resolve()
-    looked = ", ".join(str(c) for c in [*candidates, "PATH"])
-    raise FileNotFoundError(f"opencode binary not found (looked in {looked}); {hint}")
 
 
 def _offline_environment(dirs: Mapping[str, str]) -> dict[str, str]:
@@ -327,7 +244,7 @@ class RealOpenCodeServer:
         log_level: str = "INFO",
         keep_temp: bool = False,
     ) -> None:
-        if port is not None and (port in _AVOID_PORTS or port <= 0):
+        if port is not None and (port == OPENCODE_DEFAULT_PORT or port <= 0):
             raise ValueError(f"refusing port {port}: pick a concrete port other than 4096")
         self.binary = find_opencode_binary(binary)
         #: What the binary's ``--version`` printed, e.g. ``"1.18.34"``.

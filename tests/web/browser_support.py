@@ -16,7 +16,7 @@ from typing import Any
 import uvicorn
 from playwright.async_api import Browser, ConsoleMessage, async_playwright
 
-from adapter.testing._real_server import free_port
+from adapter.testing import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 
