@@ -70,7 +70,7 @@ from ._server_process import ServerProcess
 from ._session_tree import SessionTree, build_tree
 from ._stream import DEFAULT_MAX_QUEUE, EventStream
 from ._thread import ThreadState, TreeMembership
-from ._timeouts import Timeouts, resolve_timeouts
+from ._timeouts import Timeouts
 from ._translate import Translator
 from ._turns import Turns
 
@@ -89,8 +89,7 @@ class OpenCodeAdapter:
     goes to a server the adapter starts and to its own requests; an external
     server only ever gets the password passed explicitly.
 
-    ``timeouts`` bounds every wait (see :class:`~adapter.Timeouts`); the
-    ``*_timeout`` keywords are its deprecated aliases. ``transport`` is the
+    ``timeouts`` bounds every wait (see :class:`~adapter.Timeouts`). ``transport`` is the
     test seam (see :class:`adapter.testing.FakeOpenCodeServer`).
 
     ``native_recorder`` (off by default) is handed every native event of each
@@ -118,13 +117,6 @@ class OpenCodeAdapter:
         event_history_bytes: int = DEFAULT_HISTORY_BYTES,
         native_recorder: NativeRecorder | None = None,
         native_recorder_bytes: int = DEFAULT_RECORDER_BYTES,
-        request_timeout: float | None = None,
-        connect_timeout: float | None = None,
-        submit_timeout: float | None = None,
-        abort_timeout: float | None = None,
-        tree_timeout: float | None = None,
-        teardown_timeout: float | None = None,
-        server_ready_timeout: float | None = None,
     ) -> None:
         if base_url is None and transport is not None:
             raise InvalidInputError("a transport needs a base_url")
@@ -146,16 +138,7 @@ class OpenCodeAdapter:
         self._password = password
         self._binary = binary
         self._directory = normalise_directory(directory)
-        self._timeouts = resolve_timeouts(
-            timeouts,
-            request_timeout=request_timeout,
-            connect_timeout=connect_timeout,
-            submit_timeout=submit_timeout,
-            abort_timeout=abort_timeout,
-            tree_timeout=tree_timeout,
-            teardown_timeout=teardown_timeout,
-            server_ready_timeout=server_ready_timeout,
-        )
+        self._timeouts = timeouts if timeouts is not None else Timeouts()
         self._server: ServerProcess | None = None
         self._core = core = AdapterCore(
             base_url=base_url,

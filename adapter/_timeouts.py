@@ -3,9 +3,8 @@
 Why this exists: the adapter grew seven ``*_timeout`` keyword arguments, and the
 turn lifecycle needs more (an unechoed prompt, an idle that status cannot
 confirm). Scattered keywords give a host no single place to read what is
-bounded, by how much, and why; :class:`Timeouts` is that place.
-:func:`resolve_timeouts` keeps the old keywords working for one release, as
-deprecated aliases.
+bounded, by how much, and why; :class:`Timeouts` is that place (the keywords
+were removed after 0.1).
 
 Every field is in seconds and must be a positive finite number.
 """
@@ -13,12 +12,11 @@ Every field is in seconds and must be a positive finite number.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, fields
 
 from ._exceptions import InvalidInputError
 
-__all__ = ["LEGACY_TIMEOUT_FIELDS", "Timeouts", "resolve_timeouts"]
+__all__ = ["Timeouts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,53 +98,3 @@ def _seconds(name: str, value: object) -> float:
             f"{name} must be a positive finite number of seconds, got {value!r}"
         )
     return float(value)
-
-
-#: The deprecated keyword arguments of ``OpenCodeAdapter.__init__`` and the
-#: :class:`Timeouts` field each one stands for.
-LEGACY_TIMEOUT_FIELDS: dict[str, str] = {
-    "request_timeout": "request",
-    "connect_timeout": "connect",
-    "submit_timeout": "submit",
-    "abort_timeout": "abort",
-    "tree_timeout": "tree",
-    "teardown_timeout": "teardown",
-    "server_ready_timeout": "server_ready",
-}
-
-
-def resolve_timeouts(timeouts: Timeouts | None, **legacy: float | None) -> Timeouts:
-    """The :class:`Timeouts` an adapter runs with, from ``timeouts=`` and the old keywords.
-
-    ``legacy`` holds the deprecated keyword arguments (``request_timeout=`` ...,
-    see :data:`LEGACY_TIMEOUT_FIELDS`); ``None`` means "not passed". Each one
-    passed emits a :class:`DeprecationWarning` naming its replacement, attributed
-    to the caller of the function that calls this one (``OpenCodeAdapter(...)``
-    in the host's code). A legacy value overrides the default; passed together
-    with a ``timeouts`` whose field differs, it is an :class:`InvalidInputError`
-    (which one should win is the caller's decision, not ours). An unknown
-    keyword is an :class:`InvalidInputError` too.
-    """
-    unknown = sorted(set(legacy) - set(LEGACY_TIMEOUT_FIELDS))
-    if unknown:
-        raise InvalidInputError(f"unknown timeout argument(s): {', '.join(unknown)}")
-    chosen: dict[str, float] = {}
-    for keyword, value in legacy.items():
-        if value is None:
-            continue
-        field_name = LEGACY_TIMEOUT_FIELDS[keyword]
-        seconds = _seconds(keyword, value)
-        warnings.warn(
-            f"{keyword}= is deprecated: pass timeouts=Timeouts({field_name}=...) instead",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        if timeouts is not None and getattr(timeouts, field_name) != seconds:
-            raise InvalidInputError(
-                f"{keyword}={value!r} conflicts with timeouts.{field_name}="
-                f"{getattr(timeouts, field_name)!r}: pass only timeouts="
-            )
-        chosen[field_name] = seconds
-    if timeouts is not None:
-        return timeouts
-    return Timeouts(**chosen)
