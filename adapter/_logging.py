@@ -62,12 +62,13 @@ _LIBRARY_PROCESSORS: list[Processor] = [structlog.stdlib.filter_by_level, _as_re
 def get_logger(name: str) -> Any:
     """The logger of one library module (``adapter.client``, ``adapter.stop``...):
     structlog's bound logger over ``logging.getLogger(name)``."""
+    # Bound at once: the processors are the library's own, never the global
+    # configuration, so no lazy proxy has to look them up on every call.
     return structlog.wrap_logger(
         logging.getLogger(name),
         processors=_LIBRARY_PROCESSORS,
         wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
-    )
+    ).bind()
 
 
 def configure_logging(
