@@ -440,8 +440,9 @@ def test_the_acp_commands_standard_library_log_lines_are_well_formed(
 
 
 def test_no_library_log_call_hands_structlog_a_live_exception() -> None:
-    """A host that never configures structlog gets its default console renderer, whose
-    rich tracebacks print every frame's locals. So the library logs an exception as text
+    """A host may render the library's records with its own structlog
+    ``ProcessorFormatter``, whose default console renderer's rich tracebacks print
+    every frame's locals. So the library logs an exception as text
     (Python's formatted traceback), never as ``exc_info`` or through ``.exception()``."""
     import ast
 
