@@ -11,8 +11,8 @@ idempotent calls retried with the adapter's one backoff
 from __future__ import annotations
 
 import asyncio
-import logging
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
