@@ -74,15 +74,26 @@ async def reconnect_waits(
 ) -> list[float]:
     waits = record_waits(monkeypatch, end)
     client = _ScriptedClient(script)
-    pump = EventPump(
-        None,
-        client,  # type: ignore[arg-type]
-        on_event=lambda event: None,
-        on_lost=lambda exc: None,
-        on_restored=lambda: None,
-        on_skipped=lambda kind, count, reason: None,
-        should_run=lambda: client.opened < len(script),
-    )
+
+    class Sink:
+        """Hears nothing of interest; runs the pump until the script is played."""
+
+        def handle(self, event: Any) -> None:
+            pass
+
+        def lost(self, error: Exception) -> None:
+            pass
+
+        def restored(self) -> None:
+            pass
+
+        def skipped(self, kind: str, count: int, reason: str) -> None:
+            pass
+
+        def running(self) -> bool:
+            return client.opened < len(script)
+
+    pump = EventPump(None, client, Sink())  # type: ignore[arg-type]
     await asyncio.wait_for(pump.run(), 10)
     return [w for w in waits if w > 0]
 
