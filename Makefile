@@ -4,6 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OPENCODE_VERSION := 1.18.34
+# make test's results as JUnit XML: .ci/run hands them to the matrix, which takes the
+# pinned release's row from them instead of running its real suite again.
+TEST_RESULTS := .test-results/make-test.xml
+# pytest-xdist workers (measured on 2 cores: docs/compatibility.md, "CI"); 0 = no xdist.
+WORKERS ?= 2
+PARALLEL = $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 
 .PHONY: test test-matrix lint typecheck unit venv opencode chromium demo web clean
 
@@ -34,16 +40,18 @@ typecheck: $(STAMP)
 
 ## Everything CI runs: lint, types, and the whole test suite (real server included).
 test: $(STAMP) opencode chromium lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL) --junitxml=$(TEST_RESULTS)
 
 ## The real suite against every OpenCode release of tests/real/releases.toml
 ## (docs/compatibility.md); one release: `make test-matrix RELEASE=1.17.19`.
+## PINNED_RESULTS=$(TEST_RESULTS) reuses make test's run for the pinned release.
 test-matrix: $(STAMP)
-	$(BIN)/python scripts/test-matrix.py $(foreach r,$(RELEASE),--release $(r))
+	$(BIN)/python scripts/test-matrix.py --workers $(WORKERS) $(foreach r,$(RELEASE),--release $(r)) \
+	  $(if $(PINNED_RESULTS),--pinned-results $(PINNED_RESULTS))
 
 ## Tests without the real server (fast loop while developing).
 unit: $(STAMP) chromium
-	$(BIN)/python -m pytest -q -m "not real"
+	$(BIN)/python -m pytest -q -m "not real" $(PARALLEL)
 
 demo: $(STAMP)
 	$(BIN)/opencode-tree demo
@@ -53,4 +61,4 @@ web: $(STAMP) opencode
 	$(BIN)/opencode-tree web --try
 
 clean:
-	rm -rf $(VENV) .opencode .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .opencode .test-results .pytest_cache .mypy_cache .ruff_cache

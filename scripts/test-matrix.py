@@ -5,13 +5,20 @@ Usage (from the project root, with the venv's python; `make test-matrix` does th
 
     .venv/bin/python scripts/test-matrix.py                    # every release
     .venv/bin/python scripts/test-matrix.py --release 1.17.19  # one (repeatable)
+    .venv/bin/python scripts/test-matrix.py --pinned-results .test-results/make-test.xml
 
 For each release: install it project-locally (scripts/install-opencode.sh), time
 one offline cold start of `opencode serve` with the test harness, then run
 `pytest -m real` with OPENCODE_BIN pointing at it and
 OPENCODE_VERSION_UNDER_TEST set, so the release's documented expected failures
-are strict xfails (tests/real/release_expectations.py). Prints a summary table;
+are strict xfails and its `not_run` tests are left out
+(tests/real/release_expectations.py). Prints a summary table;
 exits non-zero if any release failed to install, start, or pass as documented.
+
+`--pinned-results` (what .ci/run passes) takes the pinned release's row from the
+JUnit XML of a run of the whole suite against it (`make test` writes one)
+instead of running its real suite a second time: every real test pytest
+collects for the pinned release must be in that file, and all must have passed.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from tests.real.release_expectations import (  # noqa: E402
     RELEASES_FILE,
     VERSION_VARIABLE,
     load_releases,
+    not_run,
 )
 
 #: Test files whose results get a column of their own; the rest count as "other".
@@ -51,6 +59,8 @@ class Outcome:
     pytest_seconds: float = 0.0
     exit_code: int | None = None
     problem: str = ""
+    #: The JUnit XML this release's results were read from, when not run here.
+    reused_from: Path | None = None
     #: suite -> Counter of passed / failed / xfailed / skipped
     counts: dict[str, Counter[str]] = field(default_factory=dict)
 
@@ -82,9 +92,21 @@ def cold_start(binary: Path) -> float:
         return server.startup_seconds
 
 
-def count(junit: Path) -> dict[str, Counter[str]]:
+def junit_address(nodeid: str) -> tuple[str, str]:
+    """The (classname, name) pytest's JUnit XML gives the test ``nodeid``."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = names[0].removesuffix(".py").replace("/", ".")
+    names[-1] += bracket + params
+    return ".".join(names[:-1]), names[-1]
+
+
+def count(junit: Path, only: set[tuple[str, str]] | None = None) -> dict[str, Counter[str]]:
+    """Outcomes per suite; ``only``: count just these (classname, name) test cases."""
     counts: dict[str, Counter[str]] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
+        if only is not None and (case.get("classname", ""), case.get("name", "")) not in only:
+            continue
         module = (case.get("classname") or "").rsplit(".", 1)[-1] + ".py"
         suite = SUITES.get(module, "other")
         tally = counts.setdefault(suite, Counter())
@@ -99,7 +121,68 @@ def count(junit: Path) -> dict[str, Counter[str]]:
     return counts
 
 
-def run_release(version: str, supported: bool, extra_args: list[str]) -> Outcome:
+def pytest_command(workers: int, *args: str) -> list[str]:
+    """``pytest -m real`` with the release-expectations plugin, on ``workers``
+    pytest-xdist workers (0: none; a file's tests stay on one worker, with the
+    servers its module fixtures start), and ``args``."""
+    parallel = ["-n", str(workers), "--dist", "loadfile"] if workers else []
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "real",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "tests.real.release_expectations",
+        *parallel,
+        *args,
+    ]
+
+
+def reuse(outcome: Outcome, env: dict[str, str], junit: Path, extra_args: list[str]) -> None:
+    """Take ``outcome``'s results from ``junit`` (a run of the whole suite against
+    this release): every real test collected for it must be there, and have passed."""
+    listing = subprocess.run(
+        pytest_command(0, "--collect-only", *extra_args),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    wanted = {junit_address(line) for line in listing.stdout.splitlines() if "::" in line}
+    if listing.returncode != 0 or not wanted:
+        outcome.problem = f"could not list its real tests (pytest exit code {listing.returncode})"
+        return
+    if not junit.is_file():
+        outcome.problem = f"no results at {junit}"
+        return
+    present = {
+        (c.get("classname", ""), c.get("name", "")) for c in ET.parse(junit).iter("testcase")
+    }
+    missing = wanted - present
+    outcome.reused_from = junit
+    outcome.counts = count(junit, only=wanted)
+    failed = sum(tally["failed"] for tally in outcome.counts.values())
+    outcome.exit_code = 1 if missing or failed else 0
+    if missing:
+        names = ", ".join(sorted("::".join(m) for m in missing)[:5])
+        outcome.problem = f"{len(missing)} real tests missing from {junit} ({names}, …)"
+    elif failed:
+        outcome.problem = f"{failed} failed in {junit}"
+
+
+def run_release(
+    version: str,
+    supported: bool,
+    extra_args: list[str],
+    workers: int = 0,
+    results: Path | None = None,
+) -> Outcome:
+    """Install, cold-start and test one release (``results``: reuse, see ``reuse``)."""
     outcome = Outcome(version, supported)
     print(f"\n===== OpenCode {version} =====", flush=True)
     began = time.monotonic()
@@ -115,24 +198,14 @@ def run_release(version: str, supported: bool, extra_args: list[str]) -> Outcome
         outcome.problem = "does not start offline"
         print(str(exc)[-3000:], flush=True)
         return outcome
+    env = {**os.environ, "OPENCODE_BIN": str(binary), VERSION_VARIABLE: version}
+    if results is not None:
+        print(f"results of the whole suite's run: {results}", flush=True)
+        reuse(outcome, env, results, extra_args)
+        return outcome
     with tempfile.TemporaryDirectory(prefix="test-matrix-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        env = {**os.environ, "OPENCODE_BIN": str(binary), VERSION_VARIABLE: version}
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-m",
-            "real",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "tests.real.release_expectations",
-            "-rfEX",
-            f"--junitxml={junit}",
-            *extra_args,
-        ]
+        command = pytest_command(workers, "-rfEX", f"--junitxml={junit}", *extra_args)
         began = time.monotonic()
         outcome.exit_code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
         outcome.pytest_seconds = time.monotonic() - began
@@ -145,7 +218,7 @@ def run_release(version: str, supported: bool, extra_args: list[str]) -> Outcome
 
 def cell(counts: Counter[str] | None) -> str:
     if not counts:
-        return "-"
+        return "not run"
     text = f"{counts['passed']} passed / {counts['failed']} failed"
     if counts["xfailed"]:
         text += f" ({counts['xfailed']} expected)"
@@ -169,7 +242,9 @@ def table(outcomes: list[Outcome]) -> str:
                 cell(o.counts.get("contract")),
                 cell(o.counts.get("differential")),
                 cell(o.counts.get("other")),
-                f"{o.install_seconds + o.pytest_seconds:.0f} s",
+                "make test's run"
+                if o.reused_from
+                else f"{o.install_seconds + o.pytest_seconds:.0f} s",
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -186,6 +261,19 @@ def main() -> int:
         default=[],
         help="run only this release (repeatable; must be listed in releases.toml)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="pytest-xdist workers per release (default 2, one per core here; 0: none)",
+    )
+    parser.add_argument(
+        "--pinned-results",
+        type=Path,
+        metavar="JUNIT_XML",
+        help="the pinned release's results: JUnit XML of a whole-suite run against it"
+        " (make test writes .test-results/make-test.xml); its real suite is not run again",
+    )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args()
     releases = load_releases()["release"]
@@ -197,7 +285,19 @@ def main() -> int:
         parser.error(f"not in {RELEASES_FILE.relative_to(ROOT)}: {', '.join(unknown)}")
     versions = [v for v in listed if v in wanted] if wanted else listed
     began = time.monotonic()
-    outcomes = [run_release(v, supported[v], args.pytest_args) for v in versions]
+    pinned = load_releases()["pinned"]
+    if args.pinned_results is not None and not_run(pinned):
+        parser.error("the pinned release leaves tests out: it cannot reuse a whole-suite run")
+    outcomes = [
+        run_release(
+            v,
+            supported[v],
+            args.pytest_args,
+            args.workers,
+            args.pinned_results if v == pinned else None,
+        )
+        for v in versions
+    ]
     total = Counter[str]()
     for outcome in outcomes:
         for tally in outcome.counts.values():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +26,18 @@ class _CapturedEvents(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if isinstance(record.msg, dict):
             self.events.append({**record.msg, "log_level": record.levelname.lower()})
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport() -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Captured output that is not valid UTF-8 (tests log lone surrogates on purpose)
+    is escaped: pytest-xdist sends each report to the controller as UTF-8."""
+    report = yield
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        for title, text in report.sections
+    ]
+    return report
 
 
 @pytest.fixture(autouse=True)
