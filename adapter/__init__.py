@@ -9,7 +9,58 @@ import inspect
 
 from ._adapter import OpenCodeAdapter
 from ._client import OpenCodeClient, PermissionReply, RawEvent
-from ._events import (
+from ._client._models import (
+    Health,
+    Message,
+    MessageError,
+    MessageInfo,
+    Part,
+    PendingRequest,
+    Session,
+    SessionStatus,
+    ToolState,
+)
+from ._client._retry import RetryPolicy
+from ._exceptions import (
+    AdapterClosedError,
+    AuthError,
+    ConnectTimeoutError,
+    InvalidInputError,
+    NotFoundError,
+    OpenCodeError,
+    ProtocolError,
+    RequestError,
+    ServerExitedError,
+    SessionClosedError,
+    TreeStopError,
+    TurnCancelledError,
+    UnknownRequestError,
+    UnknownThreadError,
+)
+from ._logging import configure_logging
+from ._stop._partial_collector import PartialCollector
+from ._stop._stop_tree import stop_tree
+from ._stream._hub import EventStream
+from ._stream._native_recorder import (
+    NativeFileRecorder,
+    NativeRecord,
+    NativeRecorder,
+    NativeRecordGap,
+    read_native_recording,
+)
+from ._threads._session_tree import SessionTree, TreeNode
+from ._timeouts import Timeouts
+from ._turns._prompt_input import (
+    MAX_FILE_BYTES,
+    MAX_PROMPT_BYTES,
+    FilePart,
+    PromptPart,
+    TextPart,
+    file_part,
+    image_part,
+    text_part,
+)
+from ._types._events import (
     AnyEvent,
     ChildStarted,
     ContentDelta,
@@ -45,63 +96,12 @@ from ._events import (
     UserInputRequested,
     UserInputResolved,
 )
-from ._exceptions import (
-    AdapterClosedError,
-    AuthError,
-    ConnectTimeoutError,
-    InvalidInputError,
-    NotFoundError,
-    OpenCodeError,
-    ProtocolError,
-    RequestError,
-    ServerExitedError,
-    SessionClosedError,
-    TreeStopError,
-    TurnCancelledError,
-    UnknownRequestError,
-    UnknownThreadError,
-)
-from ._input import (
-    MAX_FILE_BYTES,
-    MAX_PROMPT_BYTES,
-    FilePart,
-    PromptPart,
-    TextPart,
-    file_part,
-    image_part,
-    text_part,
-)
-from ._logging import configure_logging
-from ._models import (
-    Health,
-    Message,
-    MessageError,
-    MessageInfo,
-    Part,
-    PendingRequest,
-    Session,
-    SessionStatus,
-    ToolState,
-)
-from ._partial_collector import PartialCollector
-from ._partial_result import PartialResult, SessionPartial, ToolCallResult
-from ._permissions import PRESETS as PERMISSION_PRESETS
-from ._permissions import PermissionPreset, PermissionRule, Permissions
-from ._recorder import (
-    NativeFileRecorder,
-    NativeRecord,
-    NativeRecorder,
-    NativeRecordGap,
-    read_native_recording,
-)
-from ._records import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
-from ._retry import RetryPolicy
-from ._session_tree import SessionTree, TreeNode
-from ._stop_report import SessionStop, StopReport
-from ._stop_tree import stop_tree
-from ._stream import EventStream
-from ._timeouts import Timeouts
-from ._usage import SessionUsage, TurnUsage
+from ._types._partial_result import PartialResult, SessionPartial, ToolCallResult
+from ._types._permissions import PRESETS as PERMISSION_PRESETS
+from ._types._permissions import PermissionPreset, PermissionRule, Permissions
+from ._types._records import InterruptResult, SessionInfo, ThreadHistory, ThreadStatus, TurnStart
+from ._types._stop_report import SessionStop, StopReport
+from ._types._usage import SessionUsage, TurnUsage
 
 __version__ = "0.1.0"
 

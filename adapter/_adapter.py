@@ -1,20 +1,22 @@
 """``OpenCodeAdapter``: the public facade over threads, turns, events and the Stop button.
 
-It owns the pieces and wires them together; each concept lives in its own
-module: the shared core (:mod:`._core`), the event pump (:mod:`._pump`),
-session ownership (:mod:`._ownership`), requests (:mod:`._requests`), a
-turn's output (:mod:`._output`), turns (:mod:`._turns`), native-to-canonical
-translation (:mod:`._translate`), the interrupt (:mod:`._interrupt`), what the
-threads hear of the stream (:mod:`._pump_sink`), and each thread's lifecycle
-(:mod:`._lifecycle`, drawn in ``docs/interrupt.md``).
+It owns the pieces and wires them together; each concept lives in its own package
+(``docs/architecture.md`` draws them): the registry of threads
+(:mod:`adapter._threads._registry`), the event pump (:mod:`adapter._stream._pump`),
+session ownership (:mod:`adapter._threads._session_owners`), requests
+(:mod:`adapter._requests._pending`), a turn's output (:mod:`adapter._stream._output`),
+turns (:mod:`adapter._turns._running`), native-to-canonical translation
+(:mod:`adapter._stream._translator`), the interrupt (:mod:`adapter._stop._interrupt`),
+what the threads hear of the stream (:mod:`adapter._stream._pump_sink`), and each
+thread's lifecycle (:mod:`adapter._turns._lifecycle`, drawn in ``docs/interrupt.md``).
 
-Data flows one way. The layers, bottom to top (a module imports only below it):
-the thread's state (:mod:`._thread`, with :mod:`._lifecycle` and the event hub
-:mod:`._stream`); the core; ownership and requests; output; turns; translation,
-the interrupt and the pump's sink; this facade. The pump sits low, beside the
-client: it reports to the ``StreamSink`` interface it defines. No module is
-handed a callback into this facade or the translator: a request whose thread
-ownership found comes back through its ``routed`` queue, which this facade
+Data flows one way. Inside the concepts, bottom to top (a module imports only below
+it): the thread's state (:mod:`adapter._threads._thread_state`, with the lifecycle and
+the event hub :mod:`adapter._stream._hub`); the registry; ownership and requests;
+output; turns; translation, the interrupt and the pump's sink; this facade. The pump
+sits low, beside the client: it reports to the ``StreamSink`` interface it defines.
+No module is handed a callback into this facade or the translator: a request whose
+thread ownership found comes back through its ``routed`` queue, which this facade
 reads (:meth:`OpenCodeAdapter._translate_routed`).
 """
 
@@ -30,15 +32,10 @@ from typing import Any, Self
 
 import httpx
 
-from ._answers import Answers
-from ._base_url import checked_base_url
+from ._base._ids import observe_message_id
 from ._client import OpenCodeClient
-from ._compaction import newest_model, newest_summary
-from ._compat import ServerVersionCheck
-from ._core import AdapterCore, Limits
-from ._directories import normalise_directory
-from ._event_history import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
-from ._events import RuntimeErrorEvent, RuntimeWarningEvent
+from ._client._base_url import checked_base_url
+from ._client._native import NativeEvent
 from ._exceptions import (
     AdapterClosedError,
     ConnectTimeoutError,
@@ -49,30 +46,35 @@ from ._exceptions import (
     SessionClosedError,
     UnknownThreadError,
 )
-from ._history import turn_starts, unreverted
-from ._ids import observe_message_id
-from ._input import FilePart, PromptPart, build_prompt
-from ._interrupt import Interrupts
-from ._lifecycle import Lifecycle
-from ._lifecycle_phases import ThreadPhase
 from ._logging import get_logger
-from ._native import NativeEvent
-from ._output import Output
-from ._ownership import Ownership
-from ._permissions import PermissionRule, Permissions, describe, permission_rules
-from ._pump import EventPump
-from ._pump_sink import PumpSink
-from ._recorder import DEFAULT_RECORDER_BYTES, NativeRecorder, NativeRecording
-from ._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
-from ._requests import Requests
-from ._resume import fork_into, parse_cursor
-from ._server_process import ServerProcess
-from ._session_tree import SessionTree, build_tree
-from ._stream import DEFAULT_MAX_QUEUE, EventStream
-from ._thread import ThreadState, TreeMembership
+from ._requests._answers import Answers
+from ._requests._pending import Requests
+from ._server._directories import normalise_directory
+from ._server._process import ServerProcess
+from ._server._releases import ServerVersionCheck
+from ._stop._interrupt import Interrupts
+from ._stream._hub import DEFAULT_MAX_QUEUE, EventStream
+from ._stream._native_recorder import DEFAULT_RECORDER_BYTES, NativeRecorder, NativeRecording
+from ._stream._output import Output
+from ._stream._pump import EventPump
+from ._stream._pump_sink import PumpSink
+from ._stream._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
+from ._stream._translator import Translator
+from ._threads._compaction import newest_model, newest_summary
+from ._threads._registry import AdapterCore, Limits
+from ._threads._resume import fork_into, parse_cursor
+from ._threads._session_owners import Ownership
+from ._threads._session_tree import SessionTree, build_tree
+from ._threads._stored_turns import turn_starts, unreverted
+from ._threads._thread_state import ThreadState, TreeMembership
 from ._timeouts import Timeouts
-from ._translate import Translator
-from ._turns import Turns
+from ._turns._lifecycle import Lifecycle
+from ._turns._phases import ThreadPhase
+from ._turns._prompt_input import FilePart, PromptPart, build_prompt
+from ._turns._running import Turns
+from ._types._events import RuntimeErrorEvent, RuntimeWarningEvent
+from ._types._permissions import PermissionRule, Permissions, describe, permission_rules
+from ._types._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
 
 __all__ = ["OpenCodeAdapter"]
 
@@ -630,7 +632,7 @@ class OpenCodeAdapter:
         """Revert the last ``num_turns`` turns (all of them if there are fewer).
 
         A turn is a prompt with its steers, follow-ups and server continuations
-        (see :func:`adapter._history.turn_starts`), not one user message."""
+        (see :func:`adapter._threads._stored_turns.turn_starts`), not one user message."""
         if isinstance(num_turns, bool) or not isinstance(num_turns, int) or num_turns < 1:
             raise InvalidInputError("num_turns must be a positive integer")
         thread = self._core.get(thread_id)
@@ -666,8 +668,9 @@ class OpenCodeAdapter:
         return pump
 
     async def _translate_routed(self) -> None:
-        """Requests whose thread an ancestry lookup found (:mod:`._ownership`) are
-        translated here, as that thread's, through the same path as the stream's."""
+        """Requests whose thread an ancestry lookup found
+        (:mod:`adapter._threads._session_owners`) are translated here, as that thread's,
+        through the same path as the stream's."""
         routed = self._ownership.routed
         while True:
             event = await routed.get()

@@ -8,7 +8,10 @@ userinfo into them.
 
 from __future__ import annotations
 
-from ._stop_report import SessionStop, StopReport
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # an annotation only: the exceptions are below every other layer
+    from ._types._stop_report import SessionStop, StopReport
 
 __all__ = [
     "AdapterClosedError",

@@ -12,7 +12,7 @@ handler on ``adapter`` writing console or JSON lines to stderr, level filtered.
 
 What it writes is safe to keep and to share: a traceback shows the frames, never
 their local variables (one may hold a password or a token), and every string is
-well formed (:mod:`adapter._unicode`), so a lone UTF-16 surrogate from the
+well formed (:mod:`adapter._base._unicode`), so a lone UTF-16 surrogate from the
 server cannot make a strict UTF-8 stream refuse the line.
 """
 
@@ -26,8 +26,8 @@ import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from ._base._unicode import well_formed, well_formed_data
 from ._exceptions import InvalidInputError
-from ._unicode import well_formed, well_formed_data
 
 __all__ = ["WellFormedFormatter", "configure_logging", "get_logger"]
 

@@ -47,8 +47,8 @@ import httpx_sse
 from _common import RESULTS, ROOT, aggregate_profile, machine, quiet_logging, table, write_json
 
 from adapter import OpenCodeAdapter, OpenCodeClient, PartialCollector, Timeouts
+from adapter._client._native import SessionCreated, parse_native
 from adapter._exceptions import NativeEventError
-from adapter._native import SessionCreated, parse_native
 
 FIXTURE = ROOT / "tests" / "fixtures" / "events-nested.jsonl"
 PLACEHOLDER = "msg_BENCHPROMPT{}xxxxxxxxxxxxxxx"  # replaced by the id the adapter minted

@@ -1,7 +1,7 @@
 """Benchmark what well-formed, locals-free logging and CLI output cost (issue 21).
 
 ``configure_logging`` adds one processor (every string of the event made well
-formed, ``adapter._unicode``), a locals-free exception formatter and, on the
+formed, ``adapter._base._unicode``), a locals-free exception formatter and, on the
 console, one scan of the rendered line. This prints the time per log line of the
 shipped chain next to the bare structlog chain it replaced (same renderer, no
 well-formed step), for a typical request line, a line with a lone surrogate and a

@@ -1,55 +1,128 @@
-"""The package's shape: one concept per module, and no module imports back up.
+"""The package's shape: a plan a reader sees from the folder names, and no import back up.
 
-A reader should find where a change goes from the file names alone; these tests keep
-the layering that makes that true (``docs/adapter.md``, "The event pump").
+``docs/architecture.md`` draws the layers and says what each package is for; these tests
+read its layer table and check the tree against it, so the page and the code cannot drift.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "adapter"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "adapter"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
-#: The concept modules of the adapter, and the only concept modules each may import.
-#: The core is below all of them; the facade (``_adapter``) is above all of them.
+MAX_LINES = 800  # no room over 800 lines, testing included
+MAX_TOP_LEVEL = 25
+
+#: The concept modules and the only concept modules each may import: the registry is below
+#: all of them, the facade (``_adapter``) above all of them.
 CONCEPTS: dict[str, set[str]] = {
-    "_core": set(),
-    "_pump": set(),
-    "_ownership": {"_core"},
-    "_requests": {"_core"},
-    "_turns": {"_core"},
-    "_translate": {"_core", "_ownership", "_requests", "_turns"},
-    "_interrupt": {"_core", "_ownership", "_requests", "_turns"},
-    "_recorder": {"_core"},
+    "_threads._registry": set(),
+    "_stream._pump": set(),
+    "_threads._session_owners": {"_threads._registry"},
+    "_requests._pending": {"_threads._registry"},
+    "_stream._native_recorder": {"_threads._registry"},
+    "_stream._output": {"_threads._registry", "_threads._session_owners", "_requests._pending"},
+    "_turns._running": {"_threads._registry", "_stream._output"},
+    "_stream._translator": {
+        "_threads._registry",
+        "_threads._session_owners",
+        "_requests._pending",
+        "_stream._output",
+        "_turns._running",
+    },
+    "_stop._interrupt": {
+        "_threads._registry",
+        "_threads._session_owners",
+        "_requests._pending",
+        "_turns._running",
+    },
+    "_stream._pump_sink": {"_threads._registry", "_requests._pending", "_turns._running"},
 }
 
-MAX_LINES = 800  # the issue's bound
+#: Imports that point up a layer, allowed for an annotation only (docs/architecture.md).
+TYPE_ONLY_UPWARD = {("adapter._exceptions", "adapter._types._stop_report")}
 
 
-def imports_of(path: Path) -> set[str]:
-    """The sibling modules (``adapter._x``) a module imports, at run time or for typing."""
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(path: Path) -> dict[str, bool]:
+    """The ``adapter`` modules a module imports -> whether only for typing."""
     tree = ast.parse(path.read_text())
-    found: set[str] = set()
-    package = path.parent.relative_to(PACKAGE.parent).as_posix().replace("/", ".")
+    package = path.parent.relative_to(ROOT).as_posix().replace("/", ".")
+    typing_only = {
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _is_type_checking(node)
+        for stmt in node.body
+        for child in ast.walk(stmt)
+    }
+    found: dict[str, bool] = {}
     for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom | ast.Import):
+            continue
+        targets: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             base = package.split(".")
             base = base[: len(base) - (node.level - 1)]
-            target = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            found.add(target)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("adapter"):
-            found.add(node.module)
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            targets.append(module)
+            if node.module is None:  # ``from . import _x``: the names are modules
+                targets += [f"{module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            targets.append(node.module)
+        elif isinstance(node, ast.Import):
+            targets += [alias.name for alias in node.names]
+        for target in targets:
+            if target == "adapter" or target.startswith("adapter."):
+                found[target] = found.get(target, True) and id(node) in typing_only
     return found
 
 
-def modules() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        name = path.relative_to(PACKAGE.parent).with_suffix("").as_posix().replace("/", ".")
-        name = name.removesuffix(".__init__")
-        graph[name] = imports_of(path)
-    return graph
+def module_name(path: Path) -> str:
+    name = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+    return name.removesuffix(".__init__")
+
+
+def modules() -> dict[str, dict[str, bool]]:
+    return {module_name(path): imports_of(path) for path in PACKAGE.rglob("*.py")}
+
+
+def top_level_entries() -> set[str]:
+    return {
+        p.name + ("/" if p.is_dir() else "")
+        for p in PACKAGE.iterdir()
+        if p.name != "__pycache__" and not p.name.startswith(".")
+    }
+
+
+def layers() -> dict[str, int]:
+    """docs/architecture.md's layer table: entry (``_client/``, ``_adapter.py``) -> layer."""
+    rows = re.findall(r"^\| (\d+) [a-z ]+ \| (.+) \|$", ARCHITECTURE.read_text(), re.MULTILINE)
+    assert rows, "docs/architecture.md has no layer table"
+    table: dict[str, int] = {}
+    for number, entries in rows:
+        for entry in re.findall(r"`([^`]+)`", entries):
+            assert entry not in table, f"{entry} is in two layers"
+            table[entry] = int(number)
+    return table
+
+
+def entry_of(module: str) -> str:
+    """The top-level entry of ``adapter`` a module lives in, as the table spells it."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "__init__.py"
+    top = parts[1]
+    return f"{top}/" if (PACKAGE / top).is_dir() else f"{top}.py"
 
 
 def test_the_package_imports_form_no_cycle() -> None:
@@ -79,6 +152,35 @@ def test_the_package_imports_form_no_cycle() -> None:
             visit(module)
 
 
+def test_the_top_level_shows_the_plan_in_at_most_25_entries() -> None:
+    assert len(top_level_entries()) <= MAX_TOP_LEVEL, sorted(top_level_entries())
+
+
+def test_every_top_level_entry_is_in_exactly_one_layer_of_the_architecture_page() -> None:
+    table = layers()
+    assert set(table) == top_level_entries()
+
+
+def test_every_package_has_a_paragraph_on_the_architecture_page() -> None:
+    headings = " ".join(re.findall(r"^### (.+)$", ARCHITECTURE.read_text(), re.MULTILINE))
+    packages = {entry for entry in top_level_entries() if entry.endswith("/")}
+    assert {entry for entry in packages if f"`{entry}`" not in headings} == set()
+
+
+def test_every_import_points_to_the_same_layer_or_below() -> None:
+    table = layers()
+    upward: list[str] = []
+    for module, deps in modules().items():
+        here = table[entry_of(module)]
+        for dep, type_only in deps.items():
+            if dep == "adapter" or table[entry_of(dep)] <= here:
+                continue
+            if type_only and (module, dep) in TYPE_ONLY_UPWARD:
+                continue
+            upward.append(f"{module} -> {dep}")
+    assert upward == []
+
+
 def test_concept_modules_import_only_what_is_below_them() -> None:
     graph = modules()
     for concept, allowed in CONCEPTS.items():
@@ -88,18 +190,17 @@ def test_concept_modules_import_only_what_is_below_them() -> None:
 
 
 def test_nothing_below_the_facade_imports_it() -> None:
-    graph = modules()
-    for module, deps in graph.items():
+    for module, deps in modules().items():
         if module in ("adapter", "adapter._adapter") or module.startswith("adapter.cli"):
             continue
         assert "adapter._adapter" not in deps, f"{module} imports the facade"
 
 
 def test_the_exceptions_import_no_algorithm() -> None:
-    assert modules()["adapter._exceptions"] <= {"adapter._stop_report"}
+    assert set(modules()["adapter._exceptions"]) <= {"adapter._types._stop_report"}
 
 
-def test_no_module_is_a_monolith() -> None:
+def test_no_module_is_over_800_lines_testing_included() -> None:
     sizes = {
         path.relative_to(PACKAGE).as_posix(): len(path.read_text().splitlines())
         for path in PACKAGE.rglob("*.py")
@@ -107,12 +208,13 @@ def test_no_module_is_a_monolith() -> None:
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 
-#: Each part of a thread's state, and the one module that changes it (``adapter/_thread.py``).
+#: Each part of a thread's state, and the one module that changes it
+#: (``adapter/_threads/_thread_state.py``).
 THREAD_PARTS: dict[str, str] = {
-    "tree": "_ownership",
-    "requests": "_requests",
+    "tree": "_session_owners",
+    "requests": "_pending",
     "interrupts": "_interrupt",
-    "submission": "_turns",
+    "submission": "_running",
 }
 _MUTATORS = {"pop", "clear", "update", "setdefault", "popitem", "__setitem__", "__delitem__"}
 
@@ -153,7 +255,7 @@ def _written_part(node: ast.AST) -> str | None:
 def test_each_part_of_a_thread_is_changed_by_its_own_concept_only() -> None:
     assert set(THREAD_PARTS) <= {
         node.target.id
-        for node in ast.walk(ast.parse((PACKAGE / "_thread.py").read_text()))
+        for node in ast.walk(ast.parse((PACKAGE / "_threads" / "_thread_state.py").read_text()))
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
     }, "the thread parts are fields of ThreadState"
     strays = []

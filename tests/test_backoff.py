@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from adapter import OpenCodeClient, RequestError, RetryPolicy
-from adapter._pump import EventPump
+from adapter._stream._pump import EventPump
 from tests.support import BASE
 
 #: The reconnect backoff (docs/reliability.md): first step and cap, in seconds.
@@ -130,7 +130,7 @@ async def test_the_client_retry_waits_follow_the_same_backoff(
 
 
 def test_the_backoff_has_one_definition() -> None:
-    from adapter import _retry
+    from adapter._client import _retry
 
     assert _retry.Backoff(RECONNECT_FIRST, RECONNECT_MAX) == _retry.RECONNECT_BACKOFF
     assert RetryPolicy(initial_wait=0.05, max_wait=1.0).backoff == _retry.Backoff(0.05, 1.0)

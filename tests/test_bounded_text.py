@@ -30,10 +30,10 @@ from adapter import (
     Timeouts,
     ToolCallResult,
 )
-from adapter._event_history import EventHistory
-from adapter._events import ContentDelta, ItemCompleted, SessionExited, SessionStarted
-from adapter._seen_text import EDGE, SeenText
-from adapter._stream import EventHub
+from adapter._stream._hub import EventHub
+from adapter._stream._replay_window import EventHistory
+from adapter._stream._seen_text import EDGE, SeenText
+from adapter._types._events import ContentDelta, ItemCompleted, SessionExited, SessionStarted
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.test_partial import ROOT, delta_event, text_event, tool_event, turn_collector
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, RequestError
-from adapter._compat import (
+from adapter._server._releases import (
     TESTED_NEWEST,
     TESTED_OLDEST,
     Version,

@@ -3,7 +3,7 @@
 The expected values are what OpenCode 1.18.34 stored as ``Session.directory``
 for a ``POST /session`` with each spelling (as ``?directory=`` and as
 ``x-opencode-directory``, alike), and which ``/event`` stream got the session's
-events (measured 2026-11-30, see ``adapter/_directories.py``):
+events (measured 2026-11-30, see ``adapter/_server/_directories.py``):
 
 =============================  ==================================
 sent                           stored (and the stream it reached)
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter._directories import normalise_directory
 from adapter._exceptions import InvalidInputError
+from adapter._server._directories import normalise_directory
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from adapter import (
     TurnStopped,
     TurnStopping,
 )
-from adapter._event_history import EventHistory
-from adapter._events import ContentDelta, TurnStarted
+from adapter._stream._replay_window import EventHistory
+from adapter._types._events import ContentDelta, TurnStarted
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Step, Task, Text, Tool
 from tests.adapter_support import Recorder, start_scripted_turn
 
@@ -156,7 +156,7 @@ def test_the_history_is_bounded_per_thread_and_for_closed_threads() -> None:
     assert [e.delta for e in kept if isinstance(e, ContentDelta)] == [str(i) for i in range(15, 25)]
     assert len(history) == 10
     assert history.after("t", kept[0].event_id) == kept[1:]
-    from adapter._events import SessionExited, SessionStarted
+    from adapter._types._events import SessionExited, SessionStarted
 
     for name in ("c1", "c2", "c3"):
         history.record(SessionStarted(thread_id=name, session_id="s"))

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import OpenCodeAdapter
-from adapter._ids import _MonotonicIdClock, mint_message_id, validate_id
+from adapter._base._ids import _MonotonicIdClock, mint_message_id, validate_id
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from tests.adapter_support import Recorder, start_scripted_turn
 

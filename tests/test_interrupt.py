@@ -26,7 +26,7 @@ def timeouts() -> Timeouts:
 
 
 # One stop aborts the root three times: its abort, and two more 5 and 25 ms later (so
-# that OpenCode starts no extra model step: adapter/_stop_tree.py).
+# that OpenCode starts no extra model step: adapter/_stop/_stop_tree.py).
 ROOT_ABORTS_PER_STOP = 3
 
 

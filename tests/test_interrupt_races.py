@@ -21,7 +21,7 @@ def timeouts() -> Timeouts:
     return Timeouts(abort=30.0, tree=30.0)
 
 
-# One stop aborts the root three times (adapter/_stop_tree.py: ``abort_root_twice``).
+# One stop aborts the root three times (adapter/_stop/_stop_tree.py: ``abort_root_twice``).
 ROOT_ABORTS_PER_STOP = 3
 
 

@@ -1,7 +1,7 @@
 """The thread and turn state machines: the drawings are the tables, the tables are enforced.
 
 ``docs/interrupt.md`` draws both machines; these tests fail if a state or an arrow of a
-drawing differs from ``adapter/_lifecycle_phases.py``, and if ``Lifecycle`` allows a move
+drawing differs from ``adapter/_turns/_phases.py``, and if ``Lifecycle`` allows a move
 the tables do not (or emits a turn's ending twice).
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from adapter import AnyEvent, Event, ThreadStatus
-from adapter._lifecycle import Lifecycle, LifecycleError, TurnEnding
-from adapter._lifecycle_phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
-from adapter._partial_collector import PartialCollector
-from adapter._tasks import TaskOwner
-from adapter._turn import Turn
+from adapter._base._tasks import TaskOwner
+from adapter._stop._partial_collector import PartialCollector
+from adapter._turns._lifecycle import Lifecycle, LifecycleError, TurnEnding
+from adapter._turns._phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
+from adapter._turns._turn import Turn
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "interrupt.md"
 ARROW = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)\s*(?::.*)?$")

@@ -23,11 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import ProtocolError
-from adapter._event_wire import decode_json as _decode_json
-from adapter._exceptions import NativeEventError
-from adapter._ids import checked_id
-from adapter._models import Part, ToolState
-from adapter._native import (
+from adapter._base._ids import checked_id
+from adapter._client._event_wire import decode_json as _decode_json
+from adapter._client._models import Part, ToolState
+from adapter._client._native import (
     MessageRemoved,
     MessageUpdated,
     NativeEvent,
@@ -52,6 +51,7 @@ from adapter._native import (
     parse_native,
     session_of,
 )
+from adapter._exceptions import NativeEventError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 Event = dict[str, Any]

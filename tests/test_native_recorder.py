@@ -23,7 +23,7 @@ from adapter import (
     Timeouts,
     read_native_recording,
 )
-from adapter._native import parse_native
+from adapter._client._native import parse_native
 from adapter.testing.fake import FakeOpenCodeServer, Task, Text, Tool
 from tests.adapter_support import Recorder
 

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter import PartialCollector, PartialResult, ToolCallResult, TurnUsage
+from adapter._client._models import Message
+from adapter._client._native import parse_native
 from adapter._exceptions import InvalidInputError
-from adapter._models import Message
-from adapter._native import parse_native
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKER = re.compile(r"\n…\[truncated (\d+) bytes\]")

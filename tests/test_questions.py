@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from adapter import InvalidInputError, OpenCodeAdapter, UnknownRequestError
-from adapter._answers import wire_answers
+from adapter._requests._answers import wire_answers
 from adapter.testing.fake import FakeOpenCodeServer, Question, Text
 from tests.adapter_support import Recorder, start_scripted_turn
 

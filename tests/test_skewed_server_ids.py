@@ -17,8 +17,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter, _ids
-from adapter._ids import _MonotonicIdClock, observe_message_id
+from adapter import OpenCodeAdapter
+from adapter._base import _ids
+from adapter._base._ids import _MonotonicIdClock, observe_message_id
 from adapter.testing.fake import FakeOpenCodeServer, Permission, Text
 from tests.adapter_support import Recorder, start_scripted_turn
 from tests.test_ids import MASK48, FrozenClock, opencode_stamp

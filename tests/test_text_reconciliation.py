@@ -3,7 +3,7 @@
 A part's text arrives twice: as deltas (``message.part.delta``) and as snapshots of the
 whole text so far (``message.part.updated``, and the stored messages read back after an
 event-stream outage). The translator emits what a snapshot adds to what it emitted,
-nothing more (``Translator._part``, ``adapter._seen_text.SeenText.new_in``); deltas are
+nothing more (``Translator._part``, ``adapter._stream._seen_text.SeenText.new_in``); deltas are
 emitted as received, however much they look like a repetition
 (``Translator._delta``). Each test asserts the text the host accumulated, character for
 character, not only that the turn ended.

@@ -2,7 +2,7 @@
 or while an older status poll is still out.
 
 A turn settles when every prompt it sent was echoed, the newest user message has
-its answer, and ``/session/status`` confirms the root is idle (``adapter._turns``).
+its answer, and ``/session/status`` confirms the root is idle (``adapter._turns._running``).
 The trigger to ask is an idle; these tests pin what happens when that idle comes
 at an awkward moment, so that the turn neither ends early nor waits for the
 watchdog's 30 s quiet check. Each scripts the server's events by hand: the fake

@@ -1,4 +1,4 @@
-"""``adapter._unicode``: text leaves the process well formed."""
+"""``adapter._base._unicode``: text leaves the process well formed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter._unicode import has_surrogates, surrogate_path, well_formed, well_formed_data
+from adapter._base._unicode import has_surrogates, surrogate_path, well_formed, well_formed_data
 
 
 def test_a_lone_half_becomes_the_replacement_character() -> None:

@@ -4,7 +4,7 @@
 bounds and retries each request; :mod:`._event_stream` opens ``GET /event``.
 """
 
-from .._event_wire import RawEvent
 from ._endpoints import DEFAULT_MAX_RESPONSE_BYTES, OpenCodeClient, PermissionReply
+from ._event_wire import RawEvent
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "OpenCodeClient", "PermissionReply", "RawEvent"]

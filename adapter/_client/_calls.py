@@ -4,7 +4,7 @@ Why its own module: the endpoints say *what* to ask OpenCode (a :class:`Call`);
 this says *how*, the same way for all of them: one attempt bounded in time and
 in size, its failures mapped to the adapter's exceptions (transient or not),
 idempotent calls retried with the adapter's one backoff
-(:class:`~adapter._retry.Backoff`), and the answer parsed or refused as a
+(:class:`~adapter._client._retry.Backoff`), and the answer parsed or refused as a
 :class:`~adapter.ProtocolError`.
 """
 
@@ -21,10 +21,10 @@ from typing import Any, Generic, TypeVar
 import httpx
 from tenacity import RetryCallState
 
+from .._base._unicode import SURROGATE_REFUSAL, surrogate_path
 from .._exceptions import AuthError, InvalidInputError, NotFoundError, ProtocolError, RequestError
 from .._logging import get_logger
-from .._retry import TRANSIENT_TRANSPORT_ERRORS, RetryPolicy, is_transient_status
-from .._unicode import SURROGATE_REFUSAL, surrogate_path
+from ._retry import TRANSIENT_TRANSPORT_ERRORS, RetryPolicy, is_transient_status
 
 __all__ = ["Call", "Caller", "status_error"]
 

@@ -17,14 +17,14 @@ from typing import Any, Literal, Self
 
 import httpx
 
-from .._base_url import checked_base_url
-from .._event_wire import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
+from .._base._ids import path_segment, validate_id
 from .._exceptions import InvalidInputError, ProtocolError
-from .._ids import path_segment, validate_id
-from .._models import Health, Message, PendingRequest, Session, SessionStatus
-from .._retry import RetryPolicy
+from ._base_url import checked_base_url
 from ._calls import Call, Caller
 from ._event_stream import open_event_stream
+from ._event_wire import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
+from ._models import Health, Message, PendingRequest, Session, SessionStatus
+from ._retry import RetryPolicy
 
 __all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
 
@@ -496,7 +496,7 @@ class OpenCodeClient:
         """Open ``GET /event`` and yield an iterator of decoded events.
 
         A ``data:`` payload that is not an event object of strict JSON, or is nested
-        deeper than ``MAX_EVENT_DEPTH`` (:mod:`adapter._event_wire`), is skipped (a
+        deeper than ``MAX_EVENT_DEPTH`` (:mod:`adapter._client._event_wire`), is skipped (a
         hostile or broken server must not stop the stream): ``on_skipped`` gets its
         :class:`~adapter.NativeEventError`, by default a warning is logged. One
         larger than ``max_event_bytes`` raises :class:`ProtocolError`. The server

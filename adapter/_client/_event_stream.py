@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 import httpx
 import httpx_sse
 
-from .._event_wire import BoundedSSEStream, OnSkipped, RawEvent, decode_events
 from .._exceptions import ProtocolError, RequestError
 from ._calls import status_error
+from ._event_wire import BoundedSSEStream, OnSkipped, RawEvent, decode_events
 
 __all__ = ["open_event_stream"]
 

@@ -35,8 +35,8 @@ from typing import Any, NoReturn
 
 from acp import RequestError
 
-from adapter._nesting import deeper_than
-from adapter._unicode import has_surrogates, surrogate_path, well_formed_data
+from adapter._base._nesting import deeper_than
+from adapter._base._unicode import has_surrogates, surrogate_path, well_formed_data
 
 __all__ = [
     "MAX_DEPTH",

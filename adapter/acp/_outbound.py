@@ -2,7 +2,7 @@
 
 Why its own module: an update carries OpenCode's text (answer deltas, titles, tool
 inputs and outputs, plan entries, permission titles), and OpenCode's strings may hold
-a lone UTF-16 surrogate (:mod:`adapter._unicode`). Two places would fail on one: the
+a lone UTF-16 surrogate (:mod:`adapter._base._unicode`). Two places would fail on one: the
 SDK dumps each update with pydantic, whose JSON mode raises on a dict *key* holding a
 surrogate (a tool input's key: the update is lost, a permission request never asked),
 and its writer escapes a lone half as ``\\ud800``, which strict JSON parsers (serde,
@@ -28,7 +28,7 @@ from acp.interfaces import Client
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from pydantic import BaseModel
 
-from adapter._unicode import has_surrogates, well_formed, well_formed_data
+from adapter._base._unicode import has_surrogates, well_formed, well_formed_data
 
 from ._updates import SessionUpdate
 
@@ -39,7 +39,7 @@ T = TypeVar("T")
 
 def well_formed_value(value: T) -> T:
     """``value`` (a pydantic model, a JSON-like value) with every string made
-    :func:`~adapter._unicode.well_formed`; the same object when nothing changed."""
+    :func:`~adapter._base._unicode.well_formed`; the same object when nothing changed."""
     return _clean(value)  # type: ignore[no-any-return]
 
 

@@ -25,7 +25,7 @@ from typing import TextIO
 
 from .._adapter import OpenCodeAdapter
 from .._logging import WellFormedFormatter, configure_logging, get_logger
-from .._server_binary import find_opencode_binary
+from .._server._binary import find_opencode_binary
 from ._commands import password_from, url_from
 
 __all__ = ["acp_command", "add_acp_parser"]

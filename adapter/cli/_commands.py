@@ -14,9 +14,12 @@ from rich.live import Live
 from rich.status import Status
 
 from .._adapter import OpenCodeAdapter
-from .._base_url import checked_base_url
 from .._client import OpenCodeClient
-from .._events import (
+from .._client._base_url import checked_base_url
+from .._exceptions import InvalidInputError, TreeStopError
+from .._server._process import ServerProcess
+from .._stop._stop_tree import StopReport, stop_tree
+from .._types._events import (
     ChildStarted,
     ContentDelta,
     Event,
@@ -25,9 +28,6 @@ from .._events import (
     RuntimeEvent,
     TurnEvent,
 )
-from .._exceptions import InvalidInputError, TreeStopError
-from .._server_process import ServerProcess
-from .._stop_tree import StopReport, stop_tree
 from ._render import Out, partial_lines, report_tree, session_tree
 
 __all__ = ["run_command", "stop_command", "tree_command"]

@@ -27,8 +27,8 @@ from rich.panel import Panel
 
 from .._adapter import OpenCodeAdapter
 from .._client import OpenCodeClient
-from .._records import InterruptResult
-from .._server_binary import find_opencode_binary, find_project_root
+from .._server._binary import find_opencode_binary, find_project_root
+from .._types._records import InterruptResult
 from ..testing import RealOpenCodeServer
 from ..testing.fake import FakeOpenCodeServer
 from ..testing.fake import Hang as FakeHang
@@ -363,7 +363,7 @@ async def _proof(
 
 
 def _print_story(result: dict[str, Any], out: Out) -> None:
-    from .._stop_tree import SessionStop, StopReport
+    from .._stop._stop_tree import SessionStop, StopReport
 
     out.line("")
     out.line(

@@ -1,7 +1,7 @@
 """Terminal output: rich on a TTY, plain text otherwise (and always for --json).
 
 Everything the CLI prints goes through :class:`Out`, and :class:`Out` writes only
-well-formed text (:mod:`adapter._unicode`): server data (titles, text, tool input
+well-formed text (:mod:`adapter._base._unicode`): server data (titles, text, tool input
 and output, error messages) may hold lone UTF-16 surrogates, which a UTF-8
 terminal or pipe refuses, and one would end the command mid-output.
 """
@@ -17,9 +17,9 @@ from typing import Any, TextIO, cast
 from rich.console import Console
 from rich.tree import Tree
 
-from .._partial_result import PartialResult
-from .._stop_tree import StopReport
-from .._unicode import well_formed, well_formed_data
+from .._base._unicode import well_formed, well_formed_data
+from .._stop._stop_tree import StopReport
+from .._types._partial_result import PartialResult
 
 __all__ = ["Out", "WellFormedStream", "partial_lines", "report_tree"]
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._adapter import OpenCodeAdapter
-from .._events import SessionStarted
 from .._exceptions import InvalidInputError
-from .._server_binary import find_opencode_binary, free_port
+from .._server._binary import find_opencode_binary, free_port
+from .._types._events import SessionStarted
 from ._commands import password_from, url_from
 from ._render import Out
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .._unicode import well_formed
+from .._base._unicode import well_formed
 
 JSON = dict[str, Any]
 

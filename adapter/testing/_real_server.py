@@ -2,7 +2,7 @@
 
 `RealOpenCodeServer` is a synchronous context manager (so it fits session-scoped
 pytest fixtures and can be used from async code too). It starts the OpenCode
-binary (see :func:`adapter._server_binary.find_opencode_binary`) with:
+binary (see :func:`adapter._server._binary.find_opencode_binary`) with:
 
 * a free loopback port it picks itself (never 4096, never ``--port 0``),
 * a private temporary ``HOME`` and XDG config/data/cache/state directories,
@@ -43,14 +43,14 @@ from typing import Any, Final
 
 import httpx
 
-from .._compat import Version, parse_version
-from .._server_binary import (
+from .._server._binary import (
     OPENCODE_DEFAULT_PORT,
     PINNED_VERSION,
     find_opencode_binary,
     find_project_root,
     free_port,
 )
+from .._server._releases import Version, parse_version
 
 __all__ = [
     "DEFAULT_USERNAME",

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 from starlette.requests import Request
 
-from adapter._unicode import has_surrogates, surrogate_path
+from adapter._base._unicode import has_surrogates, surrogate_path
 
 from ._errors import ApiError, invalid
 

@@ -2,12 +2,12 @@
 
 Why its own module: what the app sends comes partly from the OpenCode server (titles,
 tool inputs and outputs, error messages, ids), and OpenCode writes a lone UTF-16
-surrogate half as ``\\ud800`` (``adapter._unicode`` says why). Starlette's
+surrogate half as ``\\ud800`` (``adapter._base._unicode`` says why). Starlette's
 ``JSONResponse`` encodes to UTF-8 and raises on such a string: a stop that
 succeeded answered 500, and one thread's bad title made every ``GET /threads``
 fail. Non-finite numbers (a ``NaN`` cost from a broken server) are the other value
 Python's ``json`` writes but no JSON parser reads. So all JSON leaves through
-:func:`json_text`: the adapter's one surrogate rule (:func:`adapter._unicode.well_formed`,
+:func:`json_text`: the adapter's one surrogate rule (:func:`adapter._base._unicode.well_formed`,
 halves side by side joined, lone ones U+FFFD) and non-finite numbers as ``null``.
 Data without either is encoded once and returned as it is.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from adapter._unicode import well_formed
+from adapter._base._unicode import well_formed
 
 __all__ = ["JsonResponse", "json_text"]
 

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter import MAX_PROMPT_BYTES, OpenCodeAdapter
-from adapter._unicode import has_surrogates, surrogate_path
+from adapter._base._unicode import has_surrogates, surrogate_path
 from adapter.acp._inbound import (
     MAX_DEPTH,
     MAX_LINE_BYTES,

@@ -13,13 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
-import adapter._pump as pump_module
+import adapter._stream._pump as pump_module
 from adapter import Event, RuntimeWarningEvent
-from adapter._event_wire import MAX_EVENT_DEPTH
+from adapter._client._event_wire import MAX_EVENT_DEPTH
+from adapter._client._native import NativeEvent
 from adapter._exceptions import RequestError
-from adapter._native import NativeEvent
-from adapter._pump import EventPump
-from adapter._translate import Translator
+from adapter._stream._pump import EventPump
+from adapter._stream._translator import Translator
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from tests.faults.support import Harness
 

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from adapter._base._ids import mint_message_id
 from adapter._client import OpenCodeClient
-from adapter._ids import mint_message_id
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, script_marker
 from tests.test_ids import MESSAGE_ID, stamp_of

@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapter import OpenCodeAdapter, _ids
+from adapter import OpenCodeAdapter
+from adapter._base import _ids
+from adapter._base._ids import _MonotonicIdClock, _now_ms, mint_message_id
 from adapter._client import OpenCodeClient
-from adapter._ids import _MonotonicIdClock, _now_ms, mint_message_id
-from adapter._models import Message
+from adapter._client._models import Message
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, script_marker
 from tests.adapter_support import Recorder

@@ -6,7 +6,7 @@ interrupts the session only once they have wound down; meanwhile the cancelled
 a real provider). Before the fix ``interrupt_turn`` let the root (and, in deeper trees,
 the inner subagents) start that step in nearly every run (40 of 40 on the chain); the
 adapter now aborts the root twice and the tree it knows right behind the root's first
-abort (``adapter/_stop_tree.py``). Each shape is stopped several times. What holds on a
+abort (``adapter/_stop/_stop_tree.py``). Each shape is stopped several times. What holds on a
 loaded machine is asserted: no model request of the tree starts in the half second
 after ``interrupt_turn`` returned, in any run; on API children none starts while it
 runs either; on the ``task`` chain and the permission tree, where it races the

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient, SessionUsage, TurnUsage
-from adapter._native import message_usage
+from adapter._client._native import message_usage
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder

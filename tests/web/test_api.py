@@ -302,7 +302,7 @@ async def test_an_unexpected_failure_is_500_without_a_traceback(
 # --------------------------------------------------------------------------- lone surrogates out
 
 LONE = "cut \ud800 here"  # OpenCode cuts by UTF-16 units; JSON.stringify writes "\ud800"
-SHOWN = "cut \ufffd here"  # what leaves the app: the adapter's one rule (adapter._unicode)
+SHOWN = "cut \ufffd here"  # what leaves the app: the adapter's one rule (adapter._base._unicode)
 
 
 def well_formed_json(response: httpx.Response) -> Any:

@@ -1,0 +1,279 @@
+"""The Stop button: interrupting a thread's turn, and tearing a thread down.
+
+``interrupt`` stops the thread's whole session tree (root first, then the
+breadth-first walk of :func:`~adapter.stop_tree`), ends the active turn as
+``turn.aborted`` with what it had produced, withdraws the tree's open
+requests (here and on the server), and returns an
+:class:`~adapter.InterruptResult`. Concurrent calls share one stop. While it
+runs the thread is ``stopping``: an idle is the stop's to settle, a send
+waits, output first seen then is late and suppressed. A failed stop leaves
+the turn running (the thread goes back to ``running``) and raises.
+
+``close`` is ``stop_session``: a pending stop completes, then root and tree
+are aborted (best effort, bounded) and ``session.exited`` is emitted once.
+See ``docs/interrupt.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import cast
+
+from .._exceptions import OpenCodeError, RequestError, TreeStopError, TurnCancelledError
+from .._logging import get_logger
+from .._requests._pending import Requests
+from .._threads._registry import AdapterCore
+from .._threads._session_owners import Ownership
+from .._threads._thread_state import Stop, ThreadState
+from .._turns._lifecycle import TurnEnding
+from .._turns._running import Turns
+from .._turns._turn import Turn
+from .._types._partial_result import PartialResult
+from .._types._records import InterruptResult
+from .._types._stop_report import StopReport
+from ._stop_tree import stop_tree
+
+__all__ = ["INTERRUPTED_BY_USER", "Interrupts"]
+
+_log = get_logger("adapter.interrupt")
+
+INTERRUPTED_BY_USER = "Interrupted by user."
+
+
+class Interrupts:
+    def __init__(
+        self, core: AdapterCore, ownership: Ownership, requests: Requests, turns: Turns
+    ) -> None:
+        self._core = core
+        self._ownership = ownership
+        self._requests = requests
+        self._turns = turns
+
+    # -- interrupt_turn --------------------------------------------------------------
+
+    async def interrupt(self, thread: ThreadState, turn_id: str | None) -> InterruptResult:
+        stop = thread.interrupts.stop
+        if stop is not None:
+            return await asyncio.shield(stop.future)
+        active = thread.turn
+        if turn_id is not None and (active is None or active.turn_id != turn_id):
+            last = thread.interrupts.last
+            if last is not None and last.turn_id == turn_id:
+                return last
+            return InterruptResult(
+                turn_id=turn_id, stop=None, partial=PartialResult.empty(thread.session_id, turn_id)
+            )
+        stop = Stop(turn=active, future=asyncio.get_running_loop().create_future())
+        thread.interrupts.stop = stop
+        thread.lifecycle.begin_stop()
+        self._core.tasks.spawn(self._run(thread, stop), name=f"stop:{thread.thread_id}")
+        return await asyncio.shield(stop.future)
+
+    async def _run(self, thread: ThreadState, stop: Stop) -> None:
+        turn = stop.turn
+        try:
+            result = await self._stop_tree_of(thread, stop)
+        except BaseException as exc:
+            if thread.interrupts.stop is stop:
+                thread.interrupts.stop = None
+            if not thread.closing:
+                thread.ledger.stop_failed()
+                thread.lifecycle.stop_done()  # the turn (if any) runs on
+                self._turns.after_stop_failed(
+                    thread,
+                    root_aborted=not stop.root_abort_failed,
+                    walked=(
+                        frozenset(s.session_id for s in exc.report)
+                        if isinstance(exc, TreeStopError)
+                        else frozenset()
+                    ),
+                )
+            error = (
+                exc if isinstance(exc, Exception) else TurnCancelledError("the stop was cancelled")
+            )
+            if not thread.closing:  # else the thread's own ending (session.exited) says it
+                thread.lifecycle.stop_failed(stop.turn_id, error)
+            if not stop.future.done():
+                stop.future.set_exception(error)
+                stop.future.exception()
+            if not isinstance(exc, Exception):
+                raise
+            return
+        if thread.interrupts.stop is stop:
+            thread.interrupts.stop = None
+        if stop.future.done():
+            return  # the server's death settled it already
+        thread.interrupts.last = result
+        if turn is not None:
+            thread.lifecycle.end_turn(
+                turn, TurnEnding("aborted", reason=INTERRUPTED_BY_USER, partial=result.partial)
+            )
+        if not thread.closing:
+            thread.lifecycle.stop_done()
+            thread.lifecycle.stopped(stop.turn_id, result.stop)
+        stop.future.set_result(result)
+
+    async def _stop_tree_of(self, thread: ThreadState, stop: Stop) -> InterruptResult:
+        core = self._core
+        timeouts = core.timeouts
+        # A prompt still on its way would start work behind the abort: cancel it first.
+        submitting = thread.submission.task
+        if submitting is not None and not submitting.done():
+            submitting.cancel()
+            await asyncio.wait([submitting])
+
+        async def root_abort() -> None:
+            abort = asyncio.ensure_future(thread.client.abort(thread.session_id))
+            ack = asyncio.ensure_future(stop.acknowledged.wait())
+            try:
+                async with asyncio.timeout(timeouts.abort):
+                    await asyncio.wait([abort, ack], return_when=asyncio.FIRST_COMPLETED)
+            except TimeoutError:
+                stop.root_abort_failed = True
+                raise RequestError(
+                    "abort",
+                    f"the root abort did not finish within {timeouts.abort} s",
+                    session_id=thread.session_id,
+                ) from None
+            finally:
+                ack.cancel()
+                if not abort.done():
+                    abort.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OpenCodeError):
+                    await abort
+            failed = abort.done() and not abort.cancelled() and abort.exception() is not None
+            if failed and not stop.acknowledged.is_set():
+                stop.root_abort_failed = True
+                raise cast(BaseException, abort.exception())
+
+        # The tree as the events showed it is aborted right behind the root, and the root
+        # and its inner sessions again a little later: else OpenCode starts one more
+        # model step in each session whose subagents are cancelled under it (see
+        # _stop_tree's docstring and docs/interrupt.md).
+        known = [(sid, parent) for sid, parent in thread.tree.parents.items() if parent is not None]
+        report: StopReport = await stop_tree(
+            thread.client,
+            thread.session_id,
+            concurrency=core.limits.stop_concurrency,
+            max_sessions=core.limits.max_tree_sessions,
+            timeout=timeouts.abort + timeouts.tree,
+            root_abort=root_abort,
+            eager_root_listing=core.limits.eager_root_listing,
+            known=known,
+            abort_root_twice=True,
+        )
+        for sid in report.session_ids:
+            if sid not in thread.tree.sessions:
+                self._ownership.adopt(thread, sid, report[sid].parent_id)
+        stopped = [s.session_id for s in report if s.outcome != "failed"]
+        withdrawn = self._requests.cancel_in(thread, stopped, stop.turn_id)
+        partial, _ = await asyncio.gather(
+            self._collect_partial(thread, stop.turn, report),
+            self._requests.reject_on_server(thread.client, withdrawn, timeouts.request),
+        )
+        return InterruptResult(turn_id=stop.turn_id, stop=report, partial=partial)
+
+    async def _collect_partial(
+        self, thread: ThreadState, turn: Turn | None, report: StopReport
+    ) -> PartialResult:
+        if turn is None:
+            return PartialResult.empty(thread.session_id, None)
+        core = self._core
+        collector = turn.collector
+        # The turn's own sessions: the root, and those born during this turn. Finished
+        # subagents of earlier turns are stopped too, but hold nothing of this turn.
+        mine = [
+            s
+            for s in report
+            if s.outcome != "not_found"
+            and (
+                s.session_id == thread.session_id
+                or thread.tree.sessions.get(s.session_id) == turn.turn_id
+            )
+        ]
+        for s in mine:
+            if s.session_id != thread.session_id:
+                collector.add_session(s.session_id, s.parent_id)
+        permits = asyncio.Semaphore(core.limits.stop_concurrency)
+
+        async def fetch(session_id: str) -> None:
+            async with permits:
+                try:
+                    messages = await thread.client.messages(session_id)
+                except OpenCodeError as exc:
+                    _log.warning(
+                        "adapter.partial_reconcile_failed", session_id=session_id, error=str(exc)
+                    )
+                    return
+                if session_id == thread.session_id:
+                    thread.ledger.place_stored(messages, turn.turn_id, turn.first_prompt_id)
+                collector.reconcile(session_id, messages)
+
+        try:
+            async with asyncio.timeout(core.timeouts.tree):
+                async with asyncio.TaskGroup() as tg:
+                    for s in mine:
+                        tg.create_task(fetch(s.session_id))
+        except TimeoutError:
+            _log.warning("adapter.partial_reconcile_timeout", thread_id=thread.thread_id)
+        return collector.result(turn.turn_id)
+
+    # -- stop_session -------------------------------------------------------------------
+
+    async def close(self, thread: ThreadState, reason: str = "stopped") -> None:
+        if not thread.lifecycle.begin_close():
+            await thread.finished.wait()
+            return
+        thread.closed.set()  # releases sends waiting on a stop: they end as cancelled
+        try:
+            if thread.submission.task is not None and not thread.submission.task.done():
+                thread.submission.task.cancel()
+                await asyncio.wait([thread.submission.task])
+            if thread.interrupts.stop is not None:
+                await asyncio.wait([thread.interrupts.stop.future])
+            if not self._core.server_dead:
+                await self._teardown(thread)
+        finally:
+            withdrawn = [
+                r
+                for r in (
+                    self._requests.cancel(thread, rid, thread.lifecycle.turn_id)
+                    for rid in list(thread.requests.pending)
+                )
+                if r is not None
+            ]
+            thread.scope.cancel()
+            self._core.forget(thread)
+            thread.lifecycle.closed(reason)
+            thread.finished.set()
+        if withdrawn and not self._core.server_dead:
+            await self._requests.reject_on_server(
+                thread.client, withdrawn, self._core.timeouts.teardown
+            )
+
+    async def _teardown(self, thread: ThreadState) -> None:
+        teardown = self._core.timeouts.teardown
+
+        async def root_abort() -> None:
+            try:
+                async with asyncio.timeout(teardown):
+                    await thread.client.abort(thread.session_id)
+            except TimeoutError:
+                raise RequestError("abort", f"timed out after {teardown} s") from None
+
+        try:
+            await stop_tree(
+                thread.client,
+                thread.session_id,
+                concurrency=self._core.limits.stop_concurrency,
+                max_sessions=self._core.limits.max_tree_sessions,
+                timeout=2 * teardown,
+                verify=False,
+                root_abort=root_abort,
+                # The same tactic as a Stop: no extra model step while the thread closes.
+                known=[(sid, parent) for sid, parent in thread.tree.parents.items() if parent],
+                abort_root_twice=True,
+            )
+        except (OpenCodeError, TimeoutError) as exc:
+            _log.warning("adapter.teardown_incomplete", thread_id=thread.thread_id, error=str(exc))

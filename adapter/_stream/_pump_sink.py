@@ -1,0 +1,66 @@
+"""What the threads of one directory hear of its event stream.
+
+Why its own module: the pump (:mod:`adapter._stream._pump`) knows no thread; it reports
+to the :class:`~adapter._stream._pump.StreamSink` it was given. This is that sink: it
+hands each event to the translation, warns the directory's threads of an
+outage or of skipped events, and brings their requests and turns up to date
+when the stream is back. It sits above the concepts it calls (requests, turns),
+so no concept module calls back into the facade for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._client import OpenCodeClient
+from .._client._native import NativeEvent
+from .._requests._pending import Requests
+from .._threads._registry import AdapterCore
+from .._turns._running import Turns
+from .._types._events import RuntimeWarningEvent
+
+__all__ = ["PumpSink"]
+
+
+@dataclass(frozen=True, slots=True)
+class PumpSink:
+    """The :class:`~adapter._stream._pump.StreamSink` of one directory's pump."""
+
+    core: AdapterCore
+    directory: str | None
+    client: OpenCodeClient
+    #: The translation (or the native recorder in front of it), called as it is.
+    handle: Callable[[NativeEvent], None]
+    requests: Requests
+    turns: Turns
+
+    def running(self) -> bool:
+        return not self.core.closed and not self.core.server_dead
+
+    def lost(self, error: Exception) -> None:
+        self._warn(f"event stream lost, reconnecting: {error}")
+
+    def skipped(self, kind: str, count: int, reason: str) -> None:
+        """Native events the pump could not read or translate (``docs/reliability.md``)."""
+        plural = "event" if count == 1 else "events"
+        message = f"skipped {count} native {plural} of type {kind!r}: {reason}"
+        self._warn(message, error_name="NativeEventError")
+
+    def restored(self) -> None:
+        """The stream has no replay: requests and turns are brought up to date."""
+        core = self.core
+        core.tasks.spawn(self.requests.recover(self.client, after_outage=True), name="recover")
+        for thread in core.threads_in(self.directory):
+            self.turns.after_outage(thread)
+
+    def _warn(self, message: str, error_name: str | None = None) -> None:
+        for thread in self.core.threads_in(self.directory):
+            self.core.emit(
+                RuntimeWarningEvent(
+                    thread_id=thread.thread_id,
+                    turn_id=thread.lifecycle.turn_id,
+                    message=message,
+                    error_name=error_name,
+                )
+            )

@@ -1,0 +1,164 @@
+"""What the adapter holds for one thread: its session tree, messages, open requests
+and pending stop. Its phase and active turn live in its :class:`Lifecycle`.
+
+Why the parts: each concept owns its share of a thread and is the only module
+that changes it, so a reader finds every write of a field in one module:
+
+* :class:`TreeMembership` (which sessions are the thread's):
+  :mod:`adapter._threads._session_owners`;
+* :class:`OpenRequests` (requests the host may answer): :mod:`adapter._requests._pending`;
+* :class:`InterruptState` (the pending stop, the last result): :mod:`adapter._stop._interrupt`;
+* :class:`Submission` (the prompt being sent, one at a time): :mod:`adapter._turns._running`.
+
+Everything else reads them. The start of a thread (the facade) seeds the tree
+with its root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._base._tasks import TaskScope
+from .._turns._lifecycle import Lifecycle
+from .._turns._message_turns import MessageLedger
+from .._turns._turn import Turn
+from .._types._permissions import PermissionRule
+from .._types._records import InterruptResult, SessionInfo
+from ._compaction import CompactionLedger
+from ._resume import cursor_of
+
+if TYPE_CHECKING:
+    from .._client import OpenCodeClient
+
+__all__ = [
+    "InterruptState",
+    "OpenRequest",
+    "OpenRequests",
+    "Stop",
+    "Submission",
+    "ThreadState",
+    "TreeMembership",
+]
+
+
+@dataclass(eq=False)
+class Stop:
+    """One pending interrupt of a thread; every concurrent caller shares it."""
+
+    turn: Turn | None
+    future: asyncio.Future[InterruptResult]
+    acknowledged: asyncio.Event = field(default_factory=asyncio.Event)
+    root_abort_failed: bool = False
+
+    @property
+    def turn_id(self) -> str | None:
+        return self.turn.turn_id if self.turn is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRequest:
+    kind: Literal["permission", "question"]
+    request_id: str
+    session_id: str
+    questions: tuple[Mapping[str, Any], ...] = ()
+    #: The tool call that asked (``callID``), when the server says: once that call
+    #: has ended unanswered (its run was aborted), the request is moot.
+    call_id: str | None = None
+
+
+@dataclass(eq=False, slots=True)
+class TreeMembership:
+    """The thread's session tree as adopted so far (changed by
+    :mod:`adapter._threads._session_owners`)."""
+
+    #: Every session of this thread (root included) -> the turn it was born in.
+    sessions: dict[str, str | None] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    #: Titles of the tree's sessions, as their ``session.created`` said.
+    titles: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(eq=False, slots=True)
+class OpenRequests:
+    """Requests of the tree still open, by id (changed by :mod:`adapter._requests._pending`)."""
+
+    pending: dict[str, OpenRequest] = field(default_factory=dict)
+
+
+@dataclass(eq=False, slots=True)
+class InterruptState:
+    """The stop under way, if any, and the last one's result (:mod:`adapter._stop._interrupt`)."""
+
+    stop: Stop | None = None
+    last: InterruptResult | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Submission:
+    """The prompt being sent, one at a time (changed by :mod:`adapter._turns._running`)."""
+
+    task: asyncio.Task[None] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(eq=False)
+class ThreadState:
+    thread_id: str
+    session_id: str
+    directory: str | None
+    client: OpenCodeClient
+    lifecycle: Lifecycle
+    scope: TaskScope
+    model: str | None = None
+    permissions: str | tuple[PermissionRule, ...] | None = None
+    title: str | None = None
+    closed: asyncio.Event = field(default_factory=asyncio.Event)  # closing: releases waiters
+    finished: asyncio.Event = field(default_factory=asyncio.Event)  # stopped and announced
+    tree: TreeMembership = field(default_factory=TreeMembership)
+    ledger: MessageLedger = field(default_factory=MessageLedger)
+    compactions: CompactionLedger = field(default_factory=CompactionLedger)
+    requests: OpenRequests = field(default_factory=OpenRequests)
+    interrupts: InterruptState = field(default_factory=InterruptState)
+    submission: Submission = field(default_factory=Submission)
+
+    # Read-only views, for readers of one field.
+    @property
+    def sessions(self) -> Mapping[str, str | None]:
+        return self.tree.sessions
+
+    @property
+    def parents(self) -> Mapping[str, str | None]:
+        return self.tree.parents
+
+    @property
+    def pending(self) -> Mapping[str, OpenRequest]:
+        return self.requests.pending
+
+    @property
+    def stop(self) -> Stop | None:
+        return self.interrupts.stop
+
+    @property
+    def turn(self) -> Turn | None:
+        return self.lifecycle.turn
+
+    @property
+    def closing(self) -> bool:
+        return self.lifecycle.closing
+
+    def info(self) -> SessionInfo:
+        turn = self.lifecycle.turn
+        return SessionInfo(
+            thread_id=self.thread_id,
+            session_id=self.session_id,
+            status=self.lifecycle.phase.value,
+            resume=cursor_of(self.session_id, self.directory),
+            directory=self.directory,
+            active_turn_id=turn.turn_id if turn else None,
+            last_error=self.lifecycle.last_error,
+            retry=turn.retry if turn else None,
+            permissions=self.permissions,
+        )

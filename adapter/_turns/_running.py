@@ -1,0 +1,689 @@
+"""Turns: sending prompts, following what the server runs for them, and ending them.
+
+Why it exists: a turn must end exactly once, after its last output, and a
+turn must never be lost or stuck. Measured on OpenCode 1.18.34, a prompt sent
+from about 60 ms before a run's idle to just after it is echoed *after* that
+idle and starts a second run; so an idle alone does not end a turn. The rule
+(see :mod:`adapter._turns._turn`): a turn settles when every prompt it sent was
+echoed, the newest user message of the root in the turn has its answer (or
+the run failed or was aborted), and ``/session/status`` confirms the root is
+idle. Each turn has a watchdog: a prompt never echoed, a run that went idle
+without an answer, a status route that keeps failing, or a silence in which
+the idle was lost all end or settle the turn within the bounds of
+:class:`~adapter.Timeouts`, with a reason the host can show.
+
+Every task here belongs to its turn's scope and is cancelled when the turn
+ends; nothing checks afterwards whether it is stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
+
+from .._base._ids import mint_message_id, observe_message_id
+from .._client import OpenCodeClient
+from .._client._models import Message, SessionStatus
+from .._client._native import MessageUpdated
+from .._exceptions import (
+    NotFoundError,
+    OpenCodeError,
+    ProtocolError,
+    RequestError,
+    TurnCancelledError,
+)
+from .._logging import get_logger
+from .._stop._partial_collector import PartialCollector
+from .._stream._output import Output
+from .._threads._compaction import SUMMARIZED
+from .._threads._registry import AdapterCore
+from .._threads._thread_state import ThreadState
+from .._types._events import RetryStatus, RuntimeWarningEvent
+from .._types._records import TurnStart
+from ._lifecycle import TurnEnding
+from ._phases import TurnPhase
+from ._prompt_input import Prompt
+from ._turn import Turn
+
+__all__ = ["ABORTED_ELSEWHERE", "STOPPED_AFTER_FAILED_STOP", "VANISHED_IN_OUTAGE", "Turns"]
+
+_log = get_logger("adapter.turns")
+
+_T = TypeVar("_T")
+
+ABORTED_ELSEWHERE = "Aborted outside this adapter."
+VANISHED_IN_OUTAGE = (
+    "The run ended while the event stream was down and left no result "
+    "(the server may have restarted)."
+)
+STOPPED_AFTER_FAILED_STOP = (
+    "Interrupted by user. The stop failed for part of the tree, which has since gone idle."
+)
+_MESSAGE_ABORTED = "MessageAbortedError"
+#: A turn whose events have been silent this long is checked against the server
+#: (an idle lost without an outage would otherwise leave it running).
+QUIET_CHECK_AFTER = 30.0
+
+
+class Turns:
+    def __init__(self, core: AdapterCore, output: Output) -> None:
+        self._core = core
+        #: Emits output the stream did not deliver, from stored messages.
+        self._output = output
+        #: How often the watchdog looks (tests shorten it).
+        self.watch_interval = 1.0
+        self.quiet_check_after = QUIET_CHECK_AFTER
+
+    # -- sending ----------------------------------------------------------------------
+
+    async def send(
+        self,
+        thread: ThreadState,
+        prompt: Prompt,
+        model: tuple[str, str] | None,
+        agent: str | None,
+    ) -> TurnStart:
+        """Start a turn, or add a prompt to the running one (a steer)."""
+        core = self._core
+        async with thread.submission.lock:
+            await self._wait_for_stop(thread)
+            turn = thread.turn
+            new_turn = turn is None
+            if turn is None:
+                turn_id = Turn.new_id()
+                ledger = thread.ledger
+                turn = Turn(
+                    turn_id=turn_id,
+                    collector=PartialCollector(
+                        thread.session_id,
+                        max_output_bytes=core.limits.max_output_bytes,
+                        belongs=ledger.output_of(turn_id),
+                        counts=ledger.spend_of(turn_id),
+                    ),
+                    scope=core.tasks.scope(f"turn:{thread.thread_id}"),
+                )
+                thread.lifecycle.begin_turn(turn)
+                turn.scope.spawn(self._watch(thread, turn), name="watchdog")
+            message_id = mint_message_id()
+            turn.prompts[message_id] = False
+            thread.ledger.claim(message_id, turn.turn_id)
+            turn.collector.add_turn_message(message_id)
+            if turn.phase is not TurnPhase.AWAITING_ECHO:
+                thread.lifecycle.advance(turn, TurnPhase.AWAITING_ECHO)
+            turn.touch()
+            submission = core.tasks.spawn(
+                self._submit(thread, prompt, message_id, model, agent),
+                name=f"submit:{thread.thread_id}",
+                log_errors=False,
+            )
+            thread.submission.task = submission
+            try:
+                await asyncio.wait([submission])
+            except asyncio.CancelledError:
+                submission.cancel()
+                self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
+                raise
+            finally:
+                if thread.submission.task is submission:
+                    thread.submission.task = None
+            if submission.cancelled():
+                self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
+                raise TurnCancelledError(
+                    "the prompt was cancelled before the server accepted it "
+                    "(its turn was interrupted or its session stopped)"
+                )
+            exc = submission.exception()
+            if exc is not None:
+                if await self._landed_anyway(thread, exc, message_id):
+                    # The answer was lost, but the server has our prompt: the turn runs.
+                    _log.warning(
+                        "adapter.prompt_answer_lost", thread_id=thread.thread_id, error=str(exc)
+                    )
+                    return TurnStart(thread_id=thread.thread_id, turn_id=turn.turn_id)
+                self._unsent(
+                    thread, turn, message_id, new_turn, f"The prompt was not accepted: {exc}"
+                )
+                raise exc
+            return TurnStart(thread_id=thread.thread_id, turn_id=turn.turn_id)
+
+    def _unsent(
+        self, thread: ThreadState, turn: Turn, message_id: str, new_turn: bool, reason: str
+    ) -> None:
+        """A prompt that never reached the server: a new turn ends at once
+        (``turn.aborted``); a steer is forgotten (its turn goes on)."""
+        if turn.prompts.get(message_id) is False:
+            del turn.prompts[message_id]
+        if thread.turn is not turn or thread.interrupts.stop is not None:
+            return
+        if new_turn and not turn.prompts:
+            thread.lifecycle.end_turn(turn, TurnEnding("aborted", reason=reason))
+        elif turn.phase is TurnPhase.AWAITING_ECHO and turn.all_echoed:
+            thread.lifecycle.advance(turn, TurnPhase.STREAMING)
+            self._schedule_check(thread, turn)
+
+    async def _landed_anyway(
+        self, thread: ThreadState, exc: BaseException, message_id: str
+    ) -> bool:
+        """After a lost answer, ask the server whether our (minted) message exists."""
+        lost = isinstance(exc, ProtocolError) or (
+            isinstance(exc, RequestError) and exc.delivered is None
+        )
+        if not lost:
+            return False
+        try:
+            async with asyncio.timeout(self._core.timeouts.request):
+                await thread.client.message(thread.session_id, message_id)
+        except NotFoundError:
+            return False
+        except (OpenCodeError, TimeoutError):
+            # Unknown either way: keep the prompt (the watchdog settles it).
+            return thread.turn is not None
+        return True
+
+    async def _submit(
+        self,
+        thread: ThreadState,
+        prompt: Prompt,
+        message_id: str,
+        model: tuple[str, str] | None,
+        agent: str | None,
+    ) -> None:
+        submit = self._core.timeouts.submit
+        try:
+            async with asyncio.timeout(submit):
+                await thread.client.prompt_async(
+                    thread.session_id,
+                    prompt.native_parts(),
+                    message_id=message_id,
+                    model=model,
+                    agent=agent,
+                    variant=prompt.variant,
+                    system=prompt.system,
+                    tools=prompt.tools,
+                )
+        except TimeoutError:
+            raise RequestError(
+                "prompt_async",
+                f"the server did not accept the prompt within {submit} s",
+                session_id=thread.session_id,
+            ) from None
+
+    async def _wait_for_stop(self, thread: ThreadState) -> None:
+        """A send waits for a pending stop: then it goes on, or raises the stop's error."""
+        while True:
+            if thread.closing:
+                raise TurnCancelledError(f"thread {thread.thread_id} was stopped")
+            stop = thread.interrupts.stop
+            if stop is None:
+                return
+            closed: asyncio.Future[Any] = asyncio.ensure_future(thread.closed.wait())
+            waiting: list[asyncio.Future[Any]] = [stop.future, closed]
+            try:
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                closed.cancel()
+            if thread.closing:
+                raise TurnCancelledError(
+                    f"thread {thread.thread_id} was stopped while a send waited"
+                )
+            if stop.future.done() and stop.future.exception() is not None:
+                raise cast(BaseException, stop.future.exception())
+
+    # -- what the stream says about the root ----------------------------------------
+
+    def root_message(self, thread: ThreadState, event: MessageUpdated) -> None:
+        """A message of the root was created or changed."""
+        observe_message_id(event.message_id)  # our next prompt's id must sort after it
+        entry = thread.ledger.see(
+            event.message_id,
+            event.role,
+            event.parent_id,
+            active_turn_id=thread.lifecycle.turn_id,
+            stopping=thread.interrupts.stop is not None,
+            summary=event.summary,
+        )
+        turn = thread.turn
+        if turn is None or entry.turn_id != turn.turn_id or entry.late or thread.closing:
+            return
+        turn.touch()
+        if event.role == "user":
+            self._user_message(thread, turn, event.message_id)
+            self._settle_after_overtaking_idle(thread, turn)
+            return
+        if turn.prompts.get(event.parent_id or "") is False:
+            # An answer to our prompt proves the server has it, even if its echo
+            # was lost (the answer's parentID is the id we minted).
+            self._user_message(thread, turn, cast(str, event.parent_id))
+        finished = event.completed is not None or event.error is not None
+        if finished and event.parent_id is not None:
+            turn.answered.add(event.parent_id)
+        error = event.error
+        if error is not None and thread.interrupts.stop is None:
+            if error.name == _MESSAGE_ABORTED:
+                # Aborted by someone else (another client, the TUI): decided on the
+                # turn's own message, so a late acknowledgement of an earlier stop
+                # (a session.error with no message) can never abort a newer turn.
+                turn.aborted_elsewhere = True
+            else:
+                turn.error = (error.name, error.message or error.name)
+                turn.error_for = event.parent_id or turn.last_user_id
+        self._settle_after_overtaking_idle(thread, turn)
+
+    def _settle_after_overtaking_idle(self, thread: ThreadState, turn: Turn) -> None:
+        """An idle that overtook the echo of its own prompt is the only idle that run
+        sends: once the echo and the finished answer are in, ask whether it is over
+        (``/session/status`` decides, as for any idle) rather than wait for the
+        watchdog's quiet check."""
+        if (
+            turn.idle_before_echo
+            and turn.phase is TurnPhase.STREAMING
+            and turn.run_finished
+            and thread.interrupts.stop is None
+        ):
+            turn.idle_before_echo = False
+            thread.lifecycle.advance(turn, TurnPhase.SETTLING)
+            self._schedule_check(thread, turn)
+
+    def _user_message(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
+        # Newest by arrival, not by id: our ids are minted with this machine's clock,
+        # the server's with its own.
+        if message_id not in turn.users_seen:
+            turn.users_seen.add(message_id)
+            turn.last_user_id = message_id
+        if turn.prompts.get(message_id) is False:
+            turn.prompts[message_id] = True
+            if turn.phase is TurnPhase.AWAITING_ECHO and turn.all_echoed:
+                thread.lifecycle.advance(turn, TurnPhase.STREAMING)
+
+    def root_status(self, thread: ThreadState, status: SessionStatus, raw: object) -> None:
+        turn = thread.turn
+        if turn is None:
+            return
+        turn.touch()
+        if status.type == "retry":
+            retry = RetryStatus(
+                attempt=status.attempt or 0,
+                message=status.message or "",
+                next_at=_epoch_seconds(status.next),
+            )
+            thread.lifecycle.retrying(turn, retry, raw if isinstance(raw, dict) else {})
+        elif status.type == "busy":
+            thread.lifecycle.retrying(turn, None, {})
+        if status.is_busy:
+            turn.idle_before_echo = False  # a run began: its own idle is still to come
+        if status.is_busy and turn.phase is TurnPhase.SETTLING:
+            thread.lifecycle.advance(turn, TurnPhase.STREAMING)  # a second run began
+        elif status.type == "idle":
+            self.root_idle(thread)
+
+    def root_idle(self, thread: ThreadState) -> None:
+        turn = thread.turn
+        if turn is None or thread.interrupts.stop is not None or thread.closing:
+            return  # between turns, or the stop's (or the teardown's) to settle
+        turn.touch()
+        turn.idles += 1
+        if turn.phase is TurnPhase.STREAMING:
+            thread.lifecycle.advance(turn, TurnPhase.SETTLING)
+            self._schedule_check(thread, turn)
+        elif turn.phase is TurnPhase.AWAITING_ECHO:
+            # Usually the idle of a run before our prompt (its echo and run come
+            # next); sometimes our run's own idle, overtaking its echo.
+            turn.idle_before_echo = True
+
+    def root_error(self, thread: ThreadState, name: str, message: str) -> None:
+        """``session.error`` of the root (not tied to a message)."""
+        stop = thread.interrupts.stop
+        if name == _MESSAGE_ABORTED:
+            if stop is not None:
+                stop.acknowledged.set()  # our abort landed
+            return  # a turn aborted elsewhere is told by its own message
+        turn = thread.turn
+        if turn is None or turn.phase is TurnPhase.AWAITING_ECHO or thread.closing:
+            return
+        if stop is not None:
+            # A genuine failure while our stop runs: the turn failed on its own, and
+            # says so now (the stop still finishes the tree, but ends no turn).
+            thread.lifecycle.end_turn(turn, TurnEnding("failed", error=message, error_name=name))
+            return
+        turn.error = (name, message)
+        turn.error_for = turn.last_user_id
+
+    # -- settling -------------------------------------------------------------------------
+
+    def _schedule_check(self, thread: ThreadState, turn: Turn) -> None:
+        turn.scope.spawn(self._settle(thread, turn, outage=False), name="settle")
+
+    def after_stop_failed(
+        self, thread: ThreadState, *, root_aborted: bool, walked: frozenset[str]
+    ) -> None:
+        """A failed stop leaves the turn running. If the root abort itself failed, the
+        root may have finished meanwhile: settle. If the root was aborted but the walk
+        failed, the turn is held: it does not settle on the root's idle (its tree may
+        still run) but ends, aborted, once the whole tree (``walked``: what the walk
+        found, and every session the stream announced) is idle, unless the host stops
+        it again first."""
+        turn = thread.turn
+        if turn is None:
+            return
+        if root_aborted:
+            turn.held = True
+            turn.held_tree = turn.held_tree | walked
+        else:
+            turn.scope.spawn(self._settle(thread, turn, outage=False), name="settle")
+
+    def after_outage(self, thread: ThreadState) -> None:
+        turn = thread.turn
+        if turn is not None and thread.interrupts.stop is None:
+            turn.scope.spawn(self._settle(thread, turn, outage=True), name="reconcile")
+
+    async def _ask(
+        self, thread: ThreadState, call: Callable[[], Awaitable[_T]], what: str
+    ) -> _T | None:
+        """``call()``, asked until the server answers (backoff, capped), or ``None``
+        when it has not answered within ``Timeouts.idle_confirm``: a server that is
+        gone must end the turn, never leave it waiting forever."""
+        timeouts = self._core.timeouts
+        deadline = time.monotonic() + timeouts.idle_confirm
+        delay = 0.1
+        while True:
+            try:
+                return await call()
+            except OpenCodeError as exc:
+                _log.warning(
+                    "adapter.server_unanswered",
+                    thread_id=thread.thread_id,
+                    what=what,
+                    error=str(exc),
+                )
+                if time.monotonic() + delay > deadline:
+                    return None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, timeouts.idle_confirm_backoff_max)
+
+    async def _status(self, client: OpenCodeClient, thread: ThreadState) -> SessionStatus | None:
+        """The root's status (see :meth:`_ask`)."""
+        statuses = await self._ask(thread, client.status, "GET /session/status")
+        if statuses is None:
+            return None
+        return statuses.get(thread.session_id, SessionStatus("idle"))
+
+    def _server_unavailable(self, thread: ThreadState, turn: Turn, what: str) -> None:
+        """The server stopped answering while the turn waited on it (it died, or the
+        network did): the turn fails, keeping what it produced, and says why."""
+        self._end(
+            thread,
+            turn,
+            TurnEnding(
+                "failed",
+                error=f"the server did not answer for {self._core.timeouts.idle_confirm:g} s "
+                f"({what} kept failing)",
+                error_name="ServerUnavailable",
+            ),
+        )
+
+    async def _settle(self, thread: ThreadState, turn: Turn, *, outage: bool) -> None:
+        """Decide whether the turn is over; the one place a turn ends on its own."""
+        if turn.held:
+            return
+        while True:
+            idles = turn.idles
+            status = await self._status(thread.client, thread)
+            if thread.turn is not turn or thread.interrupts.stop is not None:
+                return
+            if status is None:
+                self._status_unanswered(thread, turn)
+                return
+            if not status.is_busy:
+                break
+            if turn.idles != idles and turn.phase is TurnPhase.SETTLING:
+                continue  # a newer idle came during the poll: the answer may predate it
+            if turn.phase is TurnPhase.SETTLING:
+                thread.lifecycle.advance(turn, TurnPhase.STREAMING)
+            return
+        messages: Sequence[Message] = ()
+        if outage or not turn.run_finished:
+            # The stream may have missed something: the stored messages are the truth.
+            try:
+                messages = await thread.client.messages(thread.session_id)
+            except OpenCodeError as exc:
+                _log.warning("adapter.reconcile_failed", thread_id=thread.thread_id, error=str(exc))
+                return  # the watchdog looks again
+            if thread.turn is not turn or thread.interrupts.stop is not None:
+                return
+            self.absorb_stored(thread, turn, messages)
+        if turn.phase is TurnPhase.AWAITING_ECHO:
+            return  # a prompt is on its way: its run is still to come
+        if not turn.run_finished:
+            if outage and turn.all_echoed and await self._answer_was_cut(thread, turn, messages):
+                self._end(
+                    thread,
+                    turn,
+                    TurnEnding(
+                        "aborted",
+                        reason=VANISHED_IN_OUTAGE,
+                        partial=turn.collector.result(turn.turn_id),
+                    ),
+                )
+            elif thread.turn is turn and turn.phase is TurnPhase.STREAMING:
+                # Idle before the answer started (a follow-up's second run is still to
+                # come): settling, so that the watchdog bounds the wait (Timeouts.echo).
+                thread.lifecycle.advance(turn, TurnPhase.SETTLING)
+            return
+        self._end_settled(thread, turn)
+
+    async def _answer_was_cut(
+        self, thread: ThreadState, turn: Turn, messages: Sequence[Message]
+    ) -> bool:
+        """Whether the answer to the turn's newest message was cut off (the server
+        restarted): it exists, unfinished, while the root is idle, and still is when
+        read again. No answer at all is not a cut: a follow-up that arrived as the
+        last run ended is answered by a second run that has not started yet."""
+        last = turn.last_user_id
+
+        def cut(stored: Sequence[Message]) -> bool:
+            answers = [
+                m.info for m in stored if m.info.role == "assistant" and m.info.parent_id == last
+            ]
+            return bool(answers) and all(a.completed is None and a.error is None for a in answers)
+
+        if last is None or not cut(messages):
+            return False
+        try:
+            status = (await thread.client.status()).get(thread.session_id)
+            if status is not None and status.is_busy:
+                return False
+            again = await thread.client.messages(thread.session_id)
+        except OpenCodeError:
+            return False  # the watchdog looks again
+        return thread.turn is turn and cut(again)
+
+    def absorb_stored(self, thread: ThreadState, turn: Turn, messages: Sequence[Message]) -> None:
+        """Bring the turn up to date from the root's stored messages: echoes, answers,
+        errors, and the output the stream did not deliver."""
+        thread.ledger.place_stored(messages, turn.turn_id, turn.first_prompt_id)
+        for message in messages:
+            info = message.info
+            observe_message_id(info.id)
+            if thread.ledger.turn_of(info.id) != turn.turn_id:
+                continue
+            for part in message.parts:
+                if part.type == "compaction":
+                    thread.compactions.requested(info.id, auto=part.raw.get("auto") is True)
+            if info.raw.get("summary") is True:
+                thread.compactions.summary_message(info.id, info.parent_id)
+            if info.role == "user":
+                self._user_message(thread, turn, info.id)
+                continue
+            finished = info.completed is not None or info.error is not None
+            if finished and info.parent_id is not None:
+                turn.answered.add(info.parent_id)
+            if info.error is not None:
+                if info.error.name == _MESSAGE_ABORTED:
+                    turn.aborted_elsewhere = True
+                elif turn.error is None:
+                    turn.error = (info.error.name, info.error.message or info.error.name)
+                    turn.error_for = info.parent_id
+        turn.collector.reconcile(thread.session_id, messages)
+        self._output.replay(thread, turn, messages)
+
+    def _end_settled(self, thread: ThreadState, turn: Turn) -> None:
+        if turn.aborted_elsewhere:
+            ending = TurnEnding(
+                "aborted", reason=ABORTED_ELSEWHERE, partial=turn.collector.result(turn.turn_id)
+            )
+        elif thread.compactions.cut_short(turn.last_user_id):
+            # A summarize (ours or another client's) ended the run: the agent stopped
+            # its work there, so the turn did not complete.
+            ending = TurnEnding(
+                "aborted", reason=SUMMARIZED, partial=turn.collector.result(turn.turn_id)
+            )
+        elif turn.error is not None and turn.error_for == turn.last_user_id:
+            name, message = turn.error
+            ending = TurnEnding("failed", error=message, error_name=name)
+        else:
+            ending = TurnEnding("completed")
+        self._end(thread, turn, ending)
+
+    def _end(self, thread: ThreadState, turn: Turn, ending: TurnEnding) -> None:
+        thread.lifecycle.end_turn(turn, ending)
+
+    def _status_unanswered(self, thread: ThreadState, turn: Turn) -> None:
+        """Status kept failing for ``idle_confirm`` seconds after an idle: end the turn
+        on what the stream said, and say that it could not be confirmed."""
+        seconds = self._core.timeouts.idle_confirm
+        self._core.emit(
+            RuntimeWarningEvent(
+                thread_id=thread.thread_id,
+                turn_id=turn.turn_id,
+                message=(
+                    f"the turn's end could not be confirmed: GET /session/status kept "
+                    f"failing for {seconds:g} s after the session went idle"
+                ),
+            )
+        )
+        if turn.run_finished:
+            self._end_settled(thread, turn)
+        else:
+            self._end(
+                thread,
+                turn,
+                TurnEnding(
+                    "failed",
+                    error=f"the server went idle without answering and its status "
+                    f"did not answer for {seconds:g} s",
+                    error_name="StatusUnavailable",
+                ),
+            )
+
+    # -- the watchdog -------------------------------------------------------------------
+
+    async def _watch(self, thread: ThreadState, turn: Turn) -> None:
+        """Bounds a turn that waits for something the server may never send."""
+        timeouts = self._core.timeouts
+        while thread.turn is turn:
+            await asyncio.sleep(self.watch_interval)
+            if thread.turn is not turn or thread.interrupts.stop is not None:
+                continue
+            if turn.held:
+                await self._release_held(thread, turn)
+                continue
+            quiet = time.monotonic() - turn.last_activity
+            if turn.phase is TurnPhase.AWAITING_ECHO and quiet > timeouts.echo:
+                await self._echo_overdue(thread, turn)
+            elif quiet > self.quiet_check_after or (
+                turn.phase is TurnPhase.SETTLING and quiet > timeouts.echo
+            ):
+                turn.touch()
+                if turn.phase is TurnPhase.SETTLING and turn.all_echoed and not turn.run_finished:
+                    await self._unanswered(thread, turn)
+                else:
+                    await self._settle(thread, turn, outage=False)
+
+    async def _release_held(self, thread: ThreadState, turn: Turn) -> None:
+        """A turn held by a failed stop ends once its whole tree is idle: the root was
+        aborted, and nothing of the tree runs any more, so nothing is left to stop."""
+        statuses = await self._ask(thread, thread.client.status, "GET /session/status")
+        if thread.turn is not turn or thread.interrupts.stop is not None or not turn.held:
+            return
+        if statuses is None:
+            self._server_unavailable(thread, turn, "GET /session/status")
+            return
+        tree = turn.held_tree.union(thread.tree.sessions)
+        if any(statuses[sid].is_busy for sid in tree if sid in statuses):
+            return
+        self._end(
+            thread,
+            turn,
+            TurnEnding(
+                "aborted",
+                reason=STOPPED_AFTER_FAILED_STOP,
+                partial=turn.collector.result(turn.turn_id),
+            ),
+        )
+
+    async def _echo_overdue(self, thread: ThreadState, turn: Turn) -> None:
+        messages = await self._ask(
+            thread, lambda: thread.client.messages(thread.session_id), "GET /session/{id}/message"
+        )
+        if thread.turn is not turn or thread.interrupts.stop is not None:
+            return
+        if messages is None:
+            self._server_unavailable(thread, turn, "GET /session/{id}/message")
+            return
+        self.absorb_stored(thread, turn, messages)
+        if turn.phase is not TurnPhase.AWAITING_ECHO:
+            await self._settle(thread, turn, outage=False)
+            return
+        status = await self._status(thread.client, thread)
+        if thread.turn is not turn or thread.interrupts.stop is not None:
+            return
+        if status is not None and status.is_busy:
+            # The root is working (on a run before our prompt, or on it while its
+            # message is not readable yet): busy admits the turn for another
+            # ``echo`` period; the prompt fails only once the root is idle without it.
+            turn.touch()
+            return
+        missing = [mid for mid, echoed in turn.prompts.items() if not echoed]
+        self._end(
+            thread,
+            turn,
+            TurnEnding(
+                "failed",
+                error=(
+                    f"the server accepted the prompt {missing[0]} but did not start it "
+                    f"within {self._core.timeouts.echo:g} s"
+                ),
+                error_name="PromptNotStarted",
+            ),
+        )
+
+    async def _unanswered(self, thread: ThreadState, turn: Turn) -> None:
+        """Idle, every prompt echoed, yet no answer for ``echo`` seconds: re-read, then fail."""
+        await self._settle(thread, turn, outage=False)
+        if (
+            thread.turn is not turn
+            or thread.interrupts.stop is not None
+            or turn.phase is not TurnPhase.SETTLING
+        ):
+            return
+        self._end(
+            thread,
+            turn,
+            TurnEnding(
+                "failed",
+                error=(
+                    "the server went idle without answering the turn's last message "
+                    f"(waited {self._core.timeouts.echo:g} s)"
+                ),
+                error_name="NoAnswer",
+            ),
+        )
+
+
+def _epoch_seconds(value: float | None) -> float | None:
+    """OpenCode's ``next`` is epoch milliseconds; seconds are what Python hosts use."""
+    if value is None:
+        return None
+    return value / 1000 if value > 1e11 else value

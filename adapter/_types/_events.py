@@ -1,0 +1,454 @@
+"""Canonical events: what the adapter tells its host.
+
+OpenCode's native events are translated into one provider-neutral stream.
+Every event has ``type``, ``thread_id``, ``turn_id`` (inside a turn),
+``event_id``, ``created_at`` and ``raw`` (the native event it came from, or
+``None`` when the adapter produced it itself).
+
+Each event type is one class whose ``type`` is a ``Literal`` (``TurnStarted``
+is always ``"turn.started"``), and :data:`AnyEvent` is the union of them all,
+so a host can ``match`` exhaustively and a type checker catches a misspelt
+type. The grouping classes (``TurnEvent``, ``ItemEvent``, ``RequestEvent``...)
+stay as the common bases of their leaves: ``isinstance(event, TurnEvent)``
+keeps working, and the ``type`` strings are those of earlier releases.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._base._jsonable import jsonable
+
+if TYPE_CHECKING:
+    from ._partial_result import PartialResult
+    from ._stop_report import StopReport
+    from ._usage import TurnUsage
+
+__all__ = [
+    "AnyEvent",
+    "ChildStarted",
+    "ContentDelta",
+    "Event",
+    "ItemCompleted",
+    "ItemEvent",
+    "ItemStarted",
+    "ItemType",
+    "ItemUpdated",
+    "RequestEvent",
+    "RequestOpened",
+    "RequestResolved",
+    "RetryStatus",
+    "RuntimeErrorEvent",
+    "RuntimeEvent",
+    "RuntimeWarningEvent",
+    "SessionEvent",
+    "SessionExited",
+    "SessionStarted",
+    "StreamGap",
+    "ThreadCompacted",
+    "ThreadMetadataUpdated",
+    "ThreadStarted",
+    "TurnAborted",
+    "TurnCompleted",
+    "TurnEvent",
+    "TurnRetrying",
+    "TurnStarted",
+    "TurnStopFailed",
+    "TurnStopped",
+    "TurnStopping",
+    "TurnUsageUpdated",
+    "UserInputRequested",
+    "UserInputResolved",
+]
+
+ItemType = Literal["command", "file_change", "web", "mcp", "subagent", "other"]
+
+_ids = itertools.count(1)
+
+
+def _next_event_id() -> str:
+    return f"ev_{next(_ids):08d}"
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    type: str
+    thread_id: str
+    turn_id: str | None = None
+    event_id: str = field(default_factory=_next_event_id)
+    created_at: float = field(default_factory=time.time)
+    raw: Mapping[str, Any] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as JSON-ready data: every field but ``raw`` (the native event it came
+        from, which is OpenCode's shape, not ours); nested records (a partial result,
+        usage, a stop report) as their own ``to_dict``."""
+        return {
+            name: jsonable(getattr(self, name))
+            for name in _field_names(type(self))
+            if name != "raw"
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionEvent(Event):
+    """``session.started``, ``thread.started``, ``session.exited``."""
+
+    session_id: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadMetadataUpdated(Event):
+    """``thread.metadata.updated``: the server named the thread."""
+
+    type: Literal["thread.metadata.updated"] = "thread.metadata.updated"
+    title: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadCompacted(Event):
+    """``thread.compacted``: OpenCode replaced the root session's history with a summary.
+
+    ``auto``: the server compacted because a step overflowed the model's context (the
+    agent then goes on in the same turn); otherwise a client asked (``summarize``),
+    and a turn it interrupted ends ``turn.aborted`` saying so. ``summary`` is the
+    model's digest (never part of a turn's answer); ``turn_id`` is the turn it
+    happened in, if any.
+    """
+
+    type: Literal["thread.compacted"] = "thread.compacted"
+    session_id: str
+    auto: bool
+    summary: str
+    #: ``None`` when the summary message was not seen (the stream was down).
+    summary_message_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEvent(Event):
+    """``turn.started``; ``turn.completed`` (``state``, ``error``); ``turn.aborted``.
+
+    ``turn.aborted`` carries ``reason`` and, for an interrupt, ``partial``.
+    ``turn.completed``, ``turn.aborted`` and ``turn.usage`` carry ``usage``: the
+    tokens and cost of the turn's whole tree.
+    """
+
+    state: Literal["completed", "failed"] | None = None
+    error: str | None = None
+    reason: str | None = None
+    partial: PartialResult | None = None
+    usage: TurnUsage | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContentDelta(Event):
+    """``content.delta``: new text of the root session's answer or reasoning."""
+
+    type: Literal["content.delta"] = "content.delta"
+    stream: Literal["assistant_text", "reasoning_text"]
+    delta: str
+    item_id: str
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemEvent(Event):
+    """``item.started`` / ``item.updated`` / ``item.completed``.
+
+    One tool call, in any session of the tree (``session_id`` says which).
+    """
+
+    item_id: str
+    item_type: ItemType
+    tool: str
+    status: str
+    title: str | None
+    detail: str | None
+    session_id: str
+    input: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildStarted(Event):
+    """``child.started``: a subagent (or an API-created child) joined the thread's tree."""
+
+    type: Literal["child.started"] = "child.started"
+    session_id: str
+    parent_id: str
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestEvent(Event):
+    """Permission (``request.opened`` / ``request.resolved``) and question
+    (``user-input.requested`` / ``user-input.resolved``) requests of any session of the tree."""
+
+    request_id: str
+    session_id: str
+    decision: str | None = None
+    permission: str | None = None
+    patterns: tuple[str, ...] = ()
+    questions: tuple[Mapping[str, Any], ...] = ()
+    answers: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeEvent(Event):
+    """``runtime.warning`` / ``runtime.error``."""
+
+    message: str
+    error_name: str | None = None
+    #: A request the adapter could not route to a thread (its session's ancestry
+    #: could not be read): the host still learns of it and can answer it.
+    request_id: str | None = None
+    session_id: str | None = None
+
+
+def without_raw(event: Event) -> Event:
+    """A copy of ``event`` with ``raw=None`` (same ``event_id`` and every other field).
+
+    Built slot by slot: ``dataclasses.replace`` goes through ``__init__`` and took
+    5.1 µs per event against 2.8 µs for this (measured on this machine)."""
+    cls = type(event)
+    copy = object.__new__(cls)
+    for name in _field_names(cls):
+        object.__setattr__(copy, name, getattr(event, name))
+    object.__setattr__(copy, "raw", None)
+    return copy
+
+
+# -- one class per event type ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionStarted(SessionEvent):
+    """The thread is bound to its root session and its event stream is connected."""
+
+    type: Literal["session.started"] = "session.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadStarted(SessionEvent):
+    """Emitted right after ``session.started`` (a thread-level alias hosts key on)."""
+
+    type: Literal["thread.started"] = "thread.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionExited(SessionEvent):
+    """The thread ended (``stop_session``, adapter close, server exit); emitted once."""
+
+    type: Literal["session.exited"] = "session.exited"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted(TurnEvent):
+    type: Literal["turn.started"] = "turn.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCompleted(TurnEvent):
+    """The turn ran to its end: ``state`` is ``completed``, or ``failed`` with ``error``."""
+
+    type: Literal["turn.completed"] = "turn.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnAborted(TurnEvent):
+    """The turn was stopped (``reason``; ``partial``: what it had produced)."""
+
+    type: Literal["turn.aborted"] = "turn.aborted"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStopping(TurnEvent):
+    """``turn.stopping``: a stop of the thread's tree began (``turn_id``: the turn it
+    stops, ``None`` when no turn was active). Every tab and every subscriber learns it,
+    not only the caller of ``interrupt_turn``; it is followed by ``turn.aborted`` (the
+    stop worked) or ``turn.stop_failed``."""
+
+    type: Literal["turn.stopping"] = "turn.stopping"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStopped(TurnEvent):
+    """``turn.stopped``: the stop that ``turn.stopping`` announced stopped the whole tree.
+
+    It comes after the stopped turn's ``turn.aborted`` (none when no turn was active) and
+    carries the walk's report, ``stop``: every session, its outcome and timing. So every
+    tab, not only the one whose click made the call, can show how the Stop went."""
+
+    type: Literal["turn.stopped"] = "turn.stopped"
+    stop: StopReport | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStopFailed(TurnEvent):
+    """``turn.stop_failed``: the stop could not stop the whole tree; the turn runs on.
+
+    ``error`` is the first failure's message and ``error_type`` its exception's name;
+    ``first_failure`` the session it happened in (``None`` when the walk itself ran out
+    of time); ``stop`` the walk's report (``None`` if the stop failed before walking).
+    """
+
+    type: Literal["turn.stop_failed"] = "turn.stop_failed"
+    error: str
+    error_type: str
+    first_failure: str | None = None
+    stop: StopReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryStatus:
+    """OpenCode is retrying a failed model request: ``attempt`` (1-based), the
+    provider's ``message``, and ``next_at`` (epoch seconds of the next try)."""
+
+    attempt: int
+    message: str
+    next_at: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRetrying(TurnEvent):
+    """``turn.retrying``: the model provider failed and OpenCode will try again.
+
+    OpenCode retries a 5xx/429 five times over about 70 s; without this event a
+    host shows a silent spinner for that minute. The thread's
+    ``SessionInfo.retry`` holds the same record until the run goes on.
+    """
+
+    type: Literal["turn.retrying"] = "turn.retrying"
+    retry: RetryStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnUsageUpdated(TurnEvent):
+    """``turn.usage``: the running turn's tokens and cost, after a step finished in
+    any session of its tree; at most one per 250 ms per turn, and the last one
+    equals the ``usage`` of the turn's ``turn.completed`` / ``turn.aborted``."""
+
+    type: Literal["turn.usage"] = "turn.usage"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemStarted(ItemEvent):
+    type: Literal["item.started"] = "item.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemUpdated(ItemEvent):
+    type: Literal["item.updated"] = "item.updated"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemCompleted(ItemEvent):
+    """The tool call ended: ``status`` is ``completed`` (``detail``: output) or ``error``."""
+
+    type: Literal["item.completed"] = "item.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestOpened(RequestEvent):
+    """A permission request waits for ``respond_to_request``."""
+
+    type: Literal["request.opened"] = "request.opened"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestResolved(RequestEvent):
+    """A permission request ended: ``decision`` (``accept``/``decline``/..., or
+    ``cancelled`` when a stop made it moot)."""
+
+    type: Literal["request.resolved"] = "request.resolved"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserInputRequested(RequestEvent):
+    """A question request waits for ``respond_to_user_input``."""
+
+    type: Literal["user-input.requested"] = "user-input.requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserInputResolved(RequestEvent):
+    """A question request ended: ``answered``, ``rejected`` or ``cancelled``."""
+
+    type: Literal["user-input.resolved"] = "user-input.resolved"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeWarningEvent(RuntimeEvent):
+    """Something the host should know that did not end anything (a lost stream...)."""
+
+    type: Literal["runtime.warning"] = "runtime.warning"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeErrorEvent(RuntimeEvent):
+    """An error of the thread (a failed turn's cause, the server's exit)."""
+
+    type: Literal["runtime.error"] = "runtime.error"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamGap(Event):
+    """``stream.gap``: this subscription missed events; only its own consumer sees it.
+
+    ``reason`` is ``"overflow"`` (the consumer fell more than ``max_queue`` events
+    behind: the stream ends after this marker) or ``"expired"`` (``after=`` named an
+    event no longer retained: what is retained follows). ``last_event_id`` is the last
+    event delivered before the gap: subscribe again with ``after=last_event_id`` to
+    catch up from the retained history. ``thread_id`` is the subscription's thread, or
+    ``""`` for one over every thread. A gap is not part of any history and is never
+    replayed.
+    """
+
+    type: Literal["stream.gap"] = "stream.gap"
+    reason: Literal["overflow", "expired"]
+    last_event_id: str | None
+    message: str
+
+
+#: Every event the adapter emits, as one union a host can ``match`` exhaustively.
+AnyEvent = (
+    SessionStarted
+    | ThreadStarted
+    | SessionExited
+    | ThreadMetadataUpdated
+    | ThreadCompacted
+    | TurnStarted
+    | TurnCompleted
+    | TurnAborted
+    | TurnRetrying
+    | TurnUsageUpdated
+    | TurnStopping
+    | TurnStopped
+    | TurnStopFailed
+    | ContentDelta
+    | ItemStarted
+    | ItemUpdated
+    | ItemCompleted
+    | ChildStarted
+    | RequestOpened
+    | RequestResolved
+    | UserInputRequested
+    | UserInputResolved
+    | RuntimeWarningEvent
+    | RuntimeErrorEvent
+    | StreamGap
+)
