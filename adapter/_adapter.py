@@ -27,11 +27,11 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Self
 
 import httpx
 
+from ._base._closing import AsyncClosing
 from ._base._ids import observe_message_id
 from ._client import OpenCodeClient
 from ._client._base_url import checked_base_url
@@ -82,7 +82,7 @@ _log = get_logger("adapter")
 _MODEL = re.compile(r"^([^/\s]+)/(\S+)$")
 
 
-class OpenCodeAdapter:
+class OpenCodeAdapter(AsyncClosing):
     """Drive one OpenCode server: many threads, each bound to a root session.
 
     With ``base_url`` the adapter connects to that server and never owns its
@@ -213,14 +213,6 @@ class OpenCodeAdapter:
             self._core.tasks.spawn(self._watch_server(self._server), name="server-watch")
         self._core.tasks.spawn(self._translate_routed(), name="routed-requests")
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Stop every session (best effort), end the event streams, release everything."""

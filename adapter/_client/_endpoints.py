@@ -12,11 +12,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, TypeVar
 
 import httpx
 
+from .._base._closing import AsyncClosing
 from .._base._ids import path_segment, validate_id
 from .._exceptions import InvalidInputError, ProtocolError
 from ._base_url import checked_base_url
@@ -32,8 +32,10 @@ PermissionReply = Literal["once", "always", "reject"]
 
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
+T = TypeVar("T")
 
-class OpenCodeClient:
+
+class OpenCodeClient(AsyncClosing):
     """An async client for one OpenCode server.
 
     Use it as an async context manager; it owns one pooled ``httpx.AsyncClient``
@@ -107,17 +109,6 @@ class OpenCodeClient:
             f"OpenCodeClient(base_url={self.base_url!r}, auth={auth}, directory={self.directory!r})"
         )
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         await self._http.aclose()
 
@@ -160,26 +151,19 @@ class OpenCodeClient:
     ) -> None:
         """``PATCH /session/{id}``: OpenCode 1.18.34 *appends* the rules (measured)."""
         body = {"permission": [dict(rule) for rule in rules]}
-        path = f"/session/{self._segment('ses', session_id)}"
         await self._send(
-            Call(
-                "update_session",
-                "PATCH",
-                path,
-                session_id=session_id,
-                json_body=body,
-                parse=_ignore,
+            self._session_call(
+                "update_session", "PATCH", session_id, "", json_body=body, parse=_ignore
             )
         )
 
     async def get_session(self, session_id: str) -> Session:
-        seg = self._segment("ses", session_id)
         return await self._send(
-            Call(
+            self._session_call(
                 "get_session",
                 "GET",
-                f"/session/{seg}",
-                session_id=session_id,
+                session_id,
+                "",
                 idempotent=True,
                 parse=Session.parse,
             )
@@ -192,16 +176,9 @@ class OpenCodeClient:
         directory the request names (see :meth:`move_session`), has no ``parentID``, is
         titled ``"<title> (fork #1)"`` and carries none of the original's permission
         rules. Never retried: a retry could fork twice."""
-        seg = self._segment("ses", session_id)
-        path = f"/session/{seg}/fork"
         return await self._send(
-            Call(
-                "fork_session",
-                "POST",
-                path,
-                session_id=session_id,
-                json_body={},
-                parse=Session.parse,
+            self._session_call(
+                "fork_session", "POST", session_id, "/fork", json_body={}, parse=Session.parse
             )
         )
 
@@ -225,13 +202,12 @@ class OpenCodeClient:
 
     async def delete_session(self, session_id: str) -> None:
         """``DELETE /session/{id}`` (with its children; measured: ``200 true``)."""
-        seg = self._segment("ses", session_id)
         await self._send(
-            Call(
+            self._session_call(
                 "delete_session",
                 "DELETE",
-                f"/session/{seg}",
-                session_id=session_id,
+                session_id,
+                "",
                 idempotent=True,
                 parse=_ignore,
             )
@@ -244,7 +220,6 @@ class OpenCodeClient:
         ``time.created`` again (stably, so ties keep the server's order) in case
         another release does not.
         """
-        seg = self._segment("ses", session_id)
 
         bad: list[str] = []
 
@@ -261,11 +236,11 @@ class OpenCodeClient:
             return sessions
 
         sessions = await self._send(
-            Call(
+            self._session_call(
                 "children",
                 "GET",
-                f"/session/{seg}/children",
-                session_id=session_id,
+                session_id,
+                "/children",
                 idempotent=True,
                 parse=parse,
             )
@@ -281,13 +256,12 @@ class OpenCodeClient:
 
     async def abort(self, session_id: str) -> bool:
         """Abort a session's run. The server answers ``true`` even for unknown ids."""
-        seg = self._segment("ses", session_id)
         return await self._send(
-            Call(
+            self._session_call(
                 "abort",
                 "POST",
-                f"/session/{seg}/abort",
-                session_id=session_id,
+                session_id,
+                "/abort",
                 idempotent=True,
                 parse=_parse_bool,
             )
@@ -296,16 +270,15 @@ class OpenCodeClient:
     async def revert(
         self, session_id: str, message_id: str, *, part_id: str | None = None
     ) -> Session:
-        seg = self._segment("ses", session_id)
         body: dict[str, Any] = {"messageID": self._caller_id("msg", message_id)}
         if part_id is not None:
             body["partID"] = self._caller_id("prt", part_id)
         return await self._send(
-            Call(
+            self._session_call(
                 "revert",
                 "POST",
-                f"/session/{seg}/revert",
-                session_id=session_id,
+                session_id,
+                "/revert",
                 json_body=body,
                 parse=Session.parse,
             )
@@ -314,7 +287,6 @@ class OpenCodeClient:
     # -- messages and prompts --------------------------------------------------
 
     async def messages(self, session_id: str, *, limit: int | None = None) -> list[Message]:
-        seg = self._segment("ses", session_id)
 
         def parse(data: object) -> list[Message]:
             if not isinstance(data, list):
@@ -322,11 +294,11 @@ class OpenCodeClient:
             return [Message.parse(item) for item in data]
 
         return await self._send(
-            Call(
+            self._session_call(
                 "messages",
                 "GET",
-                f"/session/{seg}/message",
-                session_id=session_id,
+                session_id,
+                "/message",
                 params={"limit": str(limit)} if limit is not None else None,
                 idempotent=True,
                 parse=parse,
@@ -334,14 +306,13 @@ class OpenCodeClient:
         )
 
     async def message(self, session_id: str, message_id: str) -> Message:
-        seg = self._segment("ses", session_id)
         mseg = self._segment("msg", message_id)
         return await self._send(
-            Call(
+            self._session_call(
                 "message",
                 "GET",
-                f"/session/{seg}/message/{mseg}",
-                session_id=session_id,
+                session_id,
+                f"/message/{mseg}",
                 idempotent=True,
                 parse=Message.parse,
             )
@@ -364,7 +335,6 @@ class OpenCodeClient:
         ``parts`` is plain text or a list of OpenCode part inputs. ``model`` is
         ``(provider_id, model_id)``. Never retried: a retry could run it twice.
         """
-        seg = self._segment("ses", session_id)
         body: dict[str, Any] = {
             "parts": [{"type": "text", "text": parts}] if isinstance(parts, str) else list(parts)
         }
@@ -378,11 +348,11 @@ class OpenCodeClient:
             body["variant"] = variant
         body |= {k: v for k, v in (("system", system), ("tools", tools)) if v is not None}
         await self._send(
-            Call(
+            self._session_call(
                 "prompt_async",
                 "POST",
-                f"/session/{seg}/prompt_async",
-                session_id=session_id,
+                session_id,
+                "/prompt_async",
                 json_body=body,
                 parse=_ignore,
             )
@@ -395,14 +365,13 @@ class OpenCodeClient:
         agent then stops: measured on 1.18.34), so the call waits up to ``deadline``
         seconds. Never retried: a retry would compact twice.
         """
-        seg = self._segment("ses", session_id)
         body = {"providerID": model[0], "modelID": model[1]}
         return await self._send(
-            Call(
+            self._session_call(
                 "summarize",
                 "POST",
-                f"/session/{seg}/summarize",
-                session_id=session_id,
+                session_id,
+                "/summarize",
                 json_body=body,
                 parse=_parse_bool,
                 deadline=deadline,
@@ -513,6 +482,33 @@ class OpenCodeClient:
             yield events
 
     # -- machinery -------------------------------------------------------------
+
+    def _session_call(
+        self,
+        operation: str,
+        method: str,
+        session_id: str,
+        tail: str,
+        *,
+        parse: Callable[[object], T],
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        idempotent: bool = False,
+        deadline: float | None = None,
+    ) -> Call[T]:
+        """A call on ``/session/{session_id}<tail>``, the id checked as a path segment
+        and named in the call's errors."""
+        return Call(
+            operation,
+            method,
+            f"/session/{self._segment('ses', session_id)}{tail}",
+            parse,
+            session_id=session_id,
+            json_body=json_body,
+            params=params,
+            idempotent=idempotent,
+            deadline=deadline,
+        )
 
     @staticmethod
     def _segment(kind: str, value: str) -> str:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import Literal, Self
 
+from .._base._closing import AsyncClosing
 from .._types._events import Event, StreamGap
 from ._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT, EventHistory
 
@@ -35,7 +35,7 @@ __all__ = ["DEFAULT_MAX_QUEUE", "EventHub", "EventStream"]
 DEFAULT_MAX_QUEUE = 10_000
 
 
-class EventStream(AsyncIterator[Event]):
+class EventStream(AsyncIterator[Event], AsyncClosing):
     """One consumer's view of the adapter's events.
 
     It sees every event emitted after it was created (or after its ``after=``
@@ -115,17 +115,6 @@ class EventStream(AsyncIterator[Event]):
         while not self._queue.empty():
             self._queue.get_nowait()
         self._end()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class EventHub:

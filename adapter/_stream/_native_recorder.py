@@ -42,11 +42,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import Any, TypeAlias
 
 import msgspec
 
+from .._base._closing import Closing
 from .._client._event_wire import decode_json
 from .._client._native import NativeEvent
 from .._exceptions import InvalidInputError
@@ -327,7 +327,7 @@ class NativeRecording:
         self.queued_bytes = 0
 
 
-class NativeFileRecorder:
+class NativeFileRecorder(Closing):
     """A :data:`NativeRecorder` writing JSON lines to ``path``, at most ``max_bytes``.
 
     Each line is a record ``{"thread_id", "session_id", "received_at", "event"}`` or a
@@ -392,17 +392,6 @@ class NativeFileRecorder:
             fd, self._fd = self._fd, None
             assert fd is not None
             os.close(fd)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def read_native_recording(path: str | os.PathLike[str]) -> list[NativeRecord | NativeRecordGap]:

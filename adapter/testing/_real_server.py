@@ -38,11 +38,11 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 import httpx
 
+from .._base._closing import Closing
 from .._server._binary import (
     OPENCODE_DEFAULT_PORT,
     PINNED_VERSION,
@@ -204,7 +204,7 @@ def opencode_config(
 # ------------------------------------------------------------------ server
 
 
-class RealOpenCodeServer:
+class RealOpenCodeServer(Closing):
     """A real ``opencode serve`` in a sandbox; a synchronous context manager.
 
     :meth:`start` blocks for the server's cold start (a few seconds). From async
@@ -336,14 +336,6 @@ class RealOpenCodeServer:
 
     def __enter__(self) -> RealOpenCodeServer:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def start(self) -> RealOpenCodeServer:
         """Spawn the server and wait until it is ready. Returns ``self``.

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from ..._base._closing import AsyncClosing
 from .._fake_input import ModelInput
 from .events import EventBus
 from .hooks import Hold, Hook, HookChain, HookHandler, RunEndHold, failure
@@ -45,7 +46,7 @@ def _renamed(value: Any, renames: Mapping[str, str]) -> Any:
     return value
 
 
-class FakeOpenCodeServer:
+class FakeOpenCodeServer(AsyncClosing):
     """An in-process OpenCode server; talk to it through :attr:`transport`.
 
     Args:
@@ -435,12 +436,6 @@ class FakeOpenCodeServer:
         await self._runner.cancel_tasks()
         self._bus.fail_waiters()
         self._bus.notify()
-
-    async def __aenter__(self) -> FakeOpenCodeServer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------------ HTTP
 

@@ -15,11 +15,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import h11
 
+from ..._base._closing import Closing
 from .recording import ModelRequest, Record
 from .steps import Hang, HttpError, RequestKind, Step, Text, ToolCalls, script_marker
 from .wire import (
@@ -39,7 +39,7 @@ T = TypeVar("T")
 _MODEL_NAME: Final = "fake-model"
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(Closing):
     """OpenAI-compatible scripted model server on 127.0.0.1 (see :mod:`adapter.testing._model`).
 
     Use as ``with ScriptedModelServer() as model: ...`` or call :meth:`start` and
@@ -113,14 +113,6 @@ class ScriptedModelServer:
 
     def __enter__(self) -> ScriptedModelServer:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _run(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
