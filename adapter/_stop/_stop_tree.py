@@ -326,17 +326,10 @@ class _Walk:
             children = await self.client.children(node.session_id)
         except NotFoundError:
             return
-        except ProtocolError as exc:
-            # Hostile entries are refused, the valid siblings are still stopped.
-            valid = exc.partial if isinstance(exc.partial, list) else []
-            self._discover(node, valid)
-            if node.outcome != "failed":
-                node.outcome = "failed"
-                node.error = exc
-                node.failed_step = "children"
-            _log.warning("stop.children_failed", session_id=node.session_id, error=str(exc))
-            return
         except OpenCodeError as exc:
+            if isinstance(exc, ProtocolError):
+                # Hostile entries are refused, the valid siblings are still stopped.
+                self._discover(node, exc.partial if isinstance(exc.partial, list) else [])
             if node.outcome != "failed":
                 node.outcome = "failed"
                 node.error = exc

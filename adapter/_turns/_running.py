@@ -460,11 +460,7 @@ class Turns:
                 self._end(
                     thread,
                     turn,
-                    TurnEnding(
-                        "aborted",
-                        reason=VANISHED_IN_OUTAGE,
-                        partial=turn.collector.result(turn.turn_id),
-                    ),
+                    _aborted(turn, VANISHED_IN_OUTAGE),
                 )
             elif thread.turn is turn and turn.phase is TurnPhase.STREAMING:
                 # Idle before the answer started (a follow-up's second run is still to
@@ -530,15 +526,11 @@ class Turns:
 
     def _end_settled(self, thread: ThreadState, turn: Turn) -> None:
         if turn.aborted_elsewhere:
-            ending = TurnEnding(
-                "aborted", reason=ABORTED_ELSEWHERE, partial=turn.collector.result(turn.turn_id)
-            )
+            ending = _aborted(turn, ABORTED_ELSEWHERE)
         elif thread.compactions.cut_short(turn.last_user_id):
             # A summarize (ours or another client's) ended the run: the agent stopped
             # its work there, so the turn did not complete.
-            ending = TurnEnding(
-                "aborted", reason=SUMMARIZED, partial=turn.collector.result(turn.turn_id)
-            )
+            ending = _aborted(turn, SUMMARIZED)
         elif turn.error is not None and turn.error_for == turn.last_user_id:
             name, message = turn.error
             ending = TurnEnding("failed", error=message, error_name=name)
@@ -616,11 +608,7 @@ class Turns:
         self._end(
             thread,
             turn,
-            TurnEnding(
-                "aborted",
-                reason=STOPPED_AFTER_FAILED_STOP,
-                partial=turn.collector.result(turn.turn_id),
-            ),
+            _aborted(turn, STOPPED_AFTER_FAILED_STOP),
         )
 
     async def _echo_overdue(self, thread: ThreadState, turn: Turn) -> None:
@@ -680,6 +668,11 @@ class Turns:
                 error_name="NoAnswer",
             ),
         )
+
+
+def _aborted(turn: Turn, reason: str) -> TurnEnding:
+    """The turn was cut short for ``reason``; it keeps what it produced."""
+    return TurnEnding("aborted", reason=reason, partial=turn.collector.result(turn.turn_id))
 
 
 def _epoch_seconds(value: float | None) -> float | None:

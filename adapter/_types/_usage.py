@@ -144,7 +144,20 @@ class TurnUsage:
         cls, root_session_id: str, sessions: Mapping[str, SessionUsage], *, complete: bool
     ) -> TurnUsage:
         ordered = dict(sorted(sessions.items(), key=lambda kv: kv[0] != root_session_id))
-        total = sum(ordered.values(), _NOTHING)
+        subagents = sum(1 for sid in ordered if sid != root_session_id)
+        return cls._of_total(
+            sum(ordered.values(), _NOTHING), ordered, complete=complete, subagents=subagents
+        )
+
+    @classmethod
+    def _of_total(
+        cls,
+        total: SessionUsage,
+        by_session: dict[str, SessionUsage],
+        *,
+        complete: bool,
+        subagents: int,
+    ) -> TurnUsage:
         return cls(
             input_tokens=total.input_tokens,
             output_tokens=total.output_tokens,
@@ -152,9 +165,9 @@ class TurnUsage:
             cache_read_tokens=total.cache_read_tokens,
             cache_write_tokens=total.cache_write_tokens,
             cost=total.cost,
-            by_session=MappingProxyType(ordered),
+            by_session=MappingProxyType(by_session),
             complete=complete,
-            subagents=sum(1 for sid in ordered if sid != root_session_id),
+            subagents=subagents,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,14 +195,9 @@ class TurnUsage:
             if isinstance(value, Mapping)
         }
         subagents = data.get("subagents", 0)
-        return cls(
-            input_tokens=total.input_tokens,
-            output_tokens=total.output_tokens,
-            reasoning_tokens=total.reasoning_tokens,
-            cache_read_tokens=total.cache_read_tokens,
-            cache_write_tokens=total.cache_write_tokens,
-            cost=total.cost,
-            by_session=MappingProxyType(sessions),
+        return cls._of_total(
+            total,
+            sessions,
             complete=data.get("complete", True) is not False,
             subagents=subagents if isinstance(subagents, int) else 0,
         )

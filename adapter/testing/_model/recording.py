@@ -1,8 +1,8 @@
 """What the model server records of each request it answers.
 
 Why a module: tests read the recording (:class:`ModelRequest`) from another thread
-than the server's, so the server keeps a mutable record under its lock and hands
-out immutable snapshots; both shapes live here, side by side, so they stay alike.
+than the server's, so a record is immutable: the server replaces it under its lock
+when the response ends, and a reader's list never changes under it.
 """
 
 from __future__ import annotations
@@ -60,38 +60,4 @@ class ModelRequest:
         return (
             f"#{self.index} session={self.session_id} script={self.script} step={self.step}"
             f" kind={self.kind} {state}"
-        )
-
-
-@dataclass
-class Record:
-    """Mutable counterpart of `ModelRequest`, guarded by the server lock."""
-
-    index: int
-    path: str
-    session_id: str | None
-    script: str | None
-    step: int | None
-    is_title: bool
-    kind: RequestKind
-    tool_names: tuple[str, ...]
-    started_at: float
-    body: Mapping[str, Any]
-    ended_at: float | None = None
-    disconnected: bool = False
-
-    def snapshot(self) -> ModelRequest:
-        return ModelRequest(
-            index=self.index,
-            path=self.path,
-            session_id=self.session_id,
-            script=self.script,
-            step=self.step,
-            is_title=self.is_title,
-            kind=self.kind,
-            tool_names=self.tool_names,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-            disconnected=self.disconnected,
-            body=self.body,
         )

@@ -15,12 +15,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 import h11
 
 from ..._base._closing import Closing
-from .recording import ModelRequest, Record
+from .recording import ModelRequest
 from .steps import Hang, HttpError, RequestKind, Step, Text, ToolCalls, script_marker
 from .wire import (
     READ_SIZE,
@@ -60,7 +61,7 @@ class ScriptedModelServer(Closing):
         self._changed = threading.Condition(self._lock)
         self._scripts: dict[str, tuple[Step, ...]] = {}
         self._session_scripts: dict[str, str] = {}
-        self._records: list[Record] = []
+        self._records: list[ModelRequest] = []
         self._listeners: set[Callable[[], None]] = set()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -173,7 +174,7 @@ class ScriptedModelServer(Closing):
     def requests(self) -> list[ModelRequest]:
         """Snapshot of all recorded requests, in arrival order."""
         with self._lock:
-            return [r.snapshot() for r in self._records]
+            return list(self._records)
 
     def open_requests(self, session_ids: Iterable[str] | None = None) -> list[ModelRequest]:
         """Requests whose response is still in progress (optionally of some sessions)."""
@@ -213,7 +214,7 @@ class ScriptedModelServer(Closing):
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                result = predicate([r.snapshot() for r in self._records])
+                result = predicate(list(self._records))
                 if result:
                     return result
                 remaining = deadline - time.monotonic()
@@ -259,17 +260,21 @@ class ScriptedModelServer(Closing):
         for listener in list(self._listeners):
             listener()
 
-    def _add_record(self, **fields: Any) -> Record:
+    def _add_record(self, **fields: Any) -> ModelRequest:
         with self._lock:
-            record = Record(index=len(self._records), **fields)
+            record = ModelRequest(
+                index=len(self._records), ended_at=None, disconnected=False, **fields
+            )
             self._records.append(record)
             self._notify_locked()
             return record
 
-    def _finish_record(self, record: Record, *, disconnected: bool) -> None:
+    def _finish_record(self, record: ModelRequest, *, disconnected: bool) -> None:
         with self._lock:
-            record.ended_at = time.monotonic()
-            record.disconnected = disconnected
+            index = record.index
+            if index < len(self._records) and self._records[index] is record:  # not cleared
+                ended = replace(record, ended_at=time.monotonic(), disconnected=disconnected)
+                self._records[index] = ended
             self._notify_locked()
 
     # ------------------------------------------------------------------ HTTP
