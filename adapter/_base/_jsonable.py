@@ -15,7 +15,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["jsonable"]
+__all__ = ["field_values", "jsonable"]
+
+
+def field_values(record: Any) -> dict[str, Any]:
+    """A dataclass record's fields by name, in their order, the values as they are (the
+    ``to_dict`` of a record whose fields are already JSON data)."""
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
 
 
 def jsonable(value: Any) -> Any:

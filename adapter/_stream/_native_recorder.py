@@ -47,6 +47,7 @@ from typing import Any, TypeAlias
 import msgspec
 
 from .._base._closing import Closing
+from .._base._jsonable import field_values
 from .._client._event_wire import decode_json
 from .._client._native import NativeEvent
 from .._exceptions import InvalidInputError
@@ -96,12 +97,7 @@ class NativeRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The record as one line of :class:`NativeFileRecorder`'s file."""
-        return {
-            "thread_id": self.thread_id,
-            "session_id": self.session_id,
-            "received_at": self.received_at,
-            "event": self.event,
-        }
+        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)

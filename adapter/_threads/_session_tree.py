@@ -10,11 +10,13 @@ breadth-first, like :class:`~adapter.StopReport`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._base._jsonable import field_values
 from .._client._models import SessionStatus
+from .._types._by_session import BySession
 
 __all__ = ["SessionTree", "TreeNode", "build_tree"]
 
@@ -35,42 +37,20 @@ class TreeNode:
     turn_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "parent_id": self.parent_id,
-            "depth": self.depth,
-            "status": self.status,
-            "title": self.title,
-            "turn_id": self.turn_id,
-        }
+        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)
-class SessionTree:
+class SessionTree(BySession[TreeNode]):
     thread_id: str
     root_id: str
     sessions: tuple[TreeNode, ...]
     _index: dict[str, TreeNode] = field(default_factory=dict, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self._index.update({n.session_id: n for n in self.sessions})
-
     @property
     def busy(self) -> tuple[str, ...]:
         """The sessions still running (``busy`` or ``retry``)."""
         return tuple(n.session_id for n in self.sessions if n.status != "idle")
-
-    def __getitem__(self, session_id: str) -> TreeNode:
-        return self._index[session_id]
-
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._index
-
-    def __iter__(self) -> Iterator[TreeNode]:
-        return iter(self.sessions)
-
-    def __len__(self) -> int:
-        return len(self.sessions)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -8,9 +8,11 @@ without importing the walk. Frozen and indexable by session id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .._base._jsonable import field_values
+from ._by_session import BySession
 
 __all__ = ["Outcome", "SessionStop", "Step", "StopReport"]
 
@@ -46,21 +48,11 @@ class SessionStop:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (``error`` as its message; times in seconds since the walk began)."""
-        return {
-            "session_id": self.session_id,
-            "parent_id": self.parent_id,
-            "depth": self.depth,
-            "outcome": self.outcome,
-            "error": None if self.error is None else str(self.error),
-            "failed_step": self.failed_step,
-            "started": self.started,
-            "ended": self.ended,
-            "reaborts": self.reaborts,
-        }
+        return {**field_values(self), "error": None if self.error is None else str(self.error)}
 
 
 @dataclass(frozen=True, slots=True)
-class StopReport:
+class StopReport(BySession[SessionStop]):
     """The full account of one ``stop_tree`` call."""
 
     root_id: str
@@ -72,9 +64,6 @@ class StopReport:
     concurrency: int
     still_busy: tuple[str, ...] = ()
     _index: dict[str, SessionStop] = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self._index.update({s.session_id: s for s in self.sessions})
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy: the sessions in discovery order (root first) and the figures."""
@@ -101,18 +90,6 @@ class StopReport:
     @property
     def session_ids(self) -> tuple[str, ...]:
         return tuple(s.session_id for s in self.sessions)
-
-    def __getitem__(self, session_id: str) -> SessionStop:
-        return self._index[session_id]
-
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._index
-
-    def __iter__(self) -> Iterator[SessionStop]:
-        return iter(self.sessions)
-
-    def __len__(self) -> int:
-        return len(self.sessions)
 
     def count(self, outcome: Outcome) -> int:
         return sum(1 for s in self.sessions if s.outcome == outcome)

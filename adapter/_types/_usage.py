@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .._base._jsonable import field_values
 from .._client._models import Message
 from .._client._native import MessageUpdated, Usage, message_usage
 
@@ -77,14 +78,7 @@ class SessionUsage:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "cost": self.cost,
-        }
+        return field_values(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionUsage:
