@@ -412,15 +412,12 @@ class Turns:
     def _server_unavailable(self, thread: ThreadState, turn: Turn, what: str) -> None:
         """The server stopped answering while the turn waited on it (it died, or the
         network did): the turn fails, keeping what it produced, and says why."""
-        self._end(
+        self._fail(
             thread,
             turn,
-            TurnEnding(
-                "failed",
-                error=f"the server did not answer for {self._core.timeouts.idle_confirm:g} s "
-                f"({what} kept failing)",
-                error_name="ServerUnavailable",
-            ),
+            "ServerUnavailable",
+            f"the server did not answer for {self._core.timeouts.idle_confirm:g} s "
+            f"({what} kept failing)",
         )
 
     async def _settle(self, thread: ThreadState, turn: Turn, *, outage: bool) -> None:
@@ -541,6 +538,9 @@ class Turns:
     def _end(self, thread: ThreadState, turn: Turn, ending: TurnEnding) -> None:
         thread.lifecycle.end_turn(turn, ending)
 
+    def _fail(self, thread: ThreadState, turn: Turn, name: str, error: str) -> None:
+        self._end(thread, turn, TurnEnding("failed", error=error, error_name=name))
+
     def _status_unanswered(self, thread: ThreadState, turn: Turn) -> None:
         """Status kept failing for ``idle_confirm`` seconds after an idle: end the turn
         on what the stream said, and say that it could not be confirmed."""
@@ -558,15 +558,12 @@ class Turns:
         if turn.run_finished:
             self._end_settled(thread, turn)
         else:
-            self._end(
+            self._fail(
                 thread,
                 turn,
-                TurnEnding(
-                    "failed",
-                    error=f"the server went idle without answering and its status "
-                    f"did not answer for {seconds:g} s",
-                    error_name="StatusUnavailable",
-                ),
+                "StatusUnavailable",
+                f"the server went idle without answering and its status "
+                f"did not answer for {seconds:g} s",
             )
 
     # -- the watchdog -------------------------------------------------------------------
@@ -634,16 +631,13 @@ class Turns:
             turn.touch()
             return
         missing = [mid for mid, echoed in turn.prompts.items() if not echoed]
-        self._end(
+        self._fail(
             thread,
             turn,
-            TurnEnding(
-                "failed",
-                error=(
-                    f"the server accepted the prompt {missing[0]} but did not start it "
-                    f"within {self._core.timeouts.echo:g} s"
-                ),
-                error_name="PromptNotStarted",
+            "PromptNotStarted",
+            (
+                f"the server accepted the prompt {missing[0]} but did not start it "
+                f"within {self._core.timeouts.echo:g} s"
             ),
         )
 
@@ -656,16 +650,13 @@ class Turns:
             or turn.phase is not TurnPhase.SETTLING
         ):
             return
-        self._end(
+        self._fail(
             thread,
             turn,
-            TurnEnding(
-                "failed",
-                error=(
-                    "the server went idle without answering the turn's last message "
-                    f"(waited {self._core.timeouts.echo:g} s)"
-                ),
-                error_name="NoAnswer",
+            "NoAnswer",
+            (
+                "the server went idle without answering the turn's last message "
+                f"(waited {self._core.timeouts.echo:g} s)"
             ),
         )
 

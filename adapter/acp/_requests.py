@@ -30,7 +30,7 @@ from acp.schema import (
 
 from adapter import RequestOpened, UserInputRequested
 
-from ._updates import UpdateMapper, tool_kind
+from ._updates import UpdateMapper, raw_text, tool_kind
 
 __all__ = [
     "DISMISS",
@@ -53,18 +53,9 @@ PERMISSION_OPTIONS: tuple[PermissionOption, ...] = (
 DISMISS = "dismiss"
 
 
-def _call_id_of(raw: Mapping[str, Any] | None) -> str | None:
-    """The model's call id of the tool a request belongs to (``properties.tool.callID``)."""
-    if not isinstance(raw, Mapping):
-        return None
-    props = raw.get("properties")
-    tool = props.get("tool") if isinstance(props, Mapping) else None
-    call = tool.get("callID") if isinstance(tool, Mapping) else None
-    return call if isinstance(call, str) and call else None
-
-
 def _request_call_id(mapper: UpdateMapper, event: RequestOpened | UserInputRequested) -> str:
-    call = _call_id_of(event.raw)
+    # The model's call id of the tool the request belongs to (``properties.tool.callID``).
+    call = raw_text(event.raw, "properties", "tool", "callID")
     return mapper.call_id(event.session_id, call) if call else f"request/{event.request_id}"
 
 

@@ -64,7 +64,7 @@ from adapter import (
     PartialResult,
 )
 
-__all__ = ["SessionUpdate", "UpdateMapper", "history_updates", "tool_kind"]
+__all__ = ["SessionUpdate", "UpdateMapper", "history_updates", "raw_text", "tool_kind"]
 
 SessionUpdate: TypeAlias = (
     AgentMessageChunk
@@ -163,16 +163,15 @@ def plan_from_todos(todos: object) -> AgentPlanUpdate | None:
     return update_plan(entries)
 
 
-def _metadata_session(raw: Mapping[str, Any] | None) -> str | None:
-    """OpenCode's ``metadata.sessionId`` of a running ``task`` part: the child it spawned."""
-    if not isinstance(raw, Mapping):
-        return None
-    props = raw.get("properties")
-    part = props.get("part") if isinstance(props, Mapping) else None
-    state = part.get("state") if isinstance(part, Mapping) else None
-    metadata = state.get("metadata") if isinstance(state, Mapping) else None
-    child = metadata.get("sessionId") if isinstance(metadata, Mapping) else None
-    return child if isinstance(child, str) and child else None
+def raw_text(raw: object, *path: str) -> str | None:
+    """The non-empty string at ``path`` in a native event's JSON (``None`` when a step
+    of the path is absent or not an object, or the value is not such a string)."""
+    value = raw
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(slots=True)
@@ -332,7 +331,9 @@ class UpdateMapper:
             call.terminal = True
             call.output = event.detail
         if event.tool == "task":
-            self._relink(call, _metadata_session(event.raw))
+            # OpenCode's ``metadata.sessionId`` of a running task part: the child it spawned.
+            child = raw_text(event.raw, "properties", "part", "state", "metadata", "sessionId")
+            self._relink(call, child)
         if out and not isinstance(event, ItemCompleted):
             out.extend(self._refresh_ancestors(sid))
             return out

@@ -51,6 +51,7 @@ from .._server._binary import (
     free_port,
 )
 from .._server._releases import Version, parse_version
+from ._started import started
 
 __all__ = [
     "DEFAULT_USERNAME",
@@ -284,9 +285,7 @@ class RealOpenCodeServer(Closing):
     @property
     def port(self) -> int:
         """The port the server listens on."""
-        if self._port is None:
-            raise RuntimeError("RealOpenCodeServer is not started")
-        return self._port
+        return started(self._port, self)
 
     @property
     def base_url(self) -> str:
@@ -296,16 +295,12 @@ class RealOpenCodeServer(Closing):
     @property
     def directory(self) -> Path:
         """The server's working (project) directory, a private temp dir."""
-        if self._directory is None:
-            raise RuntimeError("RealOpenCodeServer is not started")
-        return self._directory
+        return started(self._directory, self)
 
     @property
     def pid(self) -> int:
         """Process id (also the process group id) of the server; kept after close."""
-        if self._pid is None:
-            raise RuntimeError("RealOpenCodeServer is not started")
-        return self._pid
+        return started(self._pid, self)
 
     @property
     def returncode(self) -> int | None:

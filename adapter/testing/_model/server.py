@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar
 import h11
 
 from ..._base._closing import Closing
+from .._started import started
 from .recording import ModelRequest
 from .steps import Hang, HttpError, RequestKind, Step, Text, ToolCalls, script_marker
 from .wire import (
@@ -75,9 +76,7 @@ class ScriptedModelServer(Closing):
     @property
     def port(self) -> int:
         """The TCP port the server listens on (only valid after :meth:`start`)."""
-        if self._port is None:
-            raise RuntimeError("ScriptedModelServer is not started")
-        return self._port
+        return started(self._port, self)
 
     @property
     def base_url(self) -> str:
