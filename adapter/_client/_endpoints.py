@@ -160,12 +160,7 @@ class OpenCodeClient(AsyncClosing):
     async def get_session(self, session_id: str) -> Session:
         return await self._send(
             self._session_call(
-                "get_session",
-                "GET",
-                session_id,
-                "",
-                idempotent=True,
-                parse=Session.parse,
+                "get_session", "GET", session_id, "", idempotent=True, parse=Session.parse
             )
         )
 
@@ -204,12 +199,7 @@ class OpenCodeClient(AsyncClosing):
         """``DELETE /session/{id}`` (with its children; measured: ``200 true``)."""
         await self._send(
             self._session_call(
-                "delete_session",
-                "DELETE",
-                session_id,
-                "",
-                idempotent=True,
-                parse=_ignore,
+                "delete_session", "DELETE", session_id, "", idempotent=True, parse=_ignore
             )
         )
 
@@ -237,12 +227,7 @@ class OpenCodeClient(AsyncClosing):
 
         sessions = await self._send(
             self._session_call(
-                "children",
-                "GET",
-                session_id,
-                "/children",
-                idempotent=True,
-                parse=parse,
+                "children", "GET", session_id, "/children", idempotent=True, parse=parse
             )
         )
         if bad:
@@ -258,12 +243,7 @@ class OpenCodeClient(AsyncClosing):
         """Abort a session's run. The server answers ``true`` even for unknown ids."""
         return await self._send(
             self._session_call(
-                "abort",
-                "POST",
-                session_id,
-                "/abort",
-                idempotent=True,
-                parse=_parse_bool,
+                "abort", "POST", session_id, "/abort", idempotent=True, parse=_parse_bool
             )
         )
 
@@ -275,12 +255,7 @@ class OpenCodeClient(AsyncClosing):
             body["partID"] = self._caller_id("prt", part_id)
         return await self._send(
             self._session_call(
-                "revert",
-                "POST",
-                session_id,
-                "/revert",
-                json_body=body,
-                parse=Session.parse,
+                "revert", "POST", session_id, "/revert", json_body=body, parse=Session.parse
             )
         )
 
@@ -349,12 +324,7 @@ class OpenCodeClient(AsyncClosing):
         body |= {k: v for k, v in (("system", system), ("tools", tools)) if v is not None}
         await self._send(
             self._session_call(
-                "prompt_async",
-                "POST",
-                session_id,
-                "/prompt_async",
-                json_body=body,
-                parse=_ignore,
+                "prompt_async", "POST", session_id, "/prompt_async", json_body=body, parse=_ignore
             )
         )
 
@@ -512,17 +482,19 @@ class OpenCodeClient(AsyncClosing):
 
     @staticmethod
     def _segment(kind: str, value: str) -> str:
-        try:
-            return path_segment(kind, value)
-        except ValueError as exc:
-            raise InvalidInputError(str(exc)) from None
+        return _checked_input(path_segment, kind, value)
 
     @staticmethod
     def _caller_id(kind: str, value: str) -> str:
-        try:
-            return validate_id(kind, value)
-        except ValueError as exc:
-            raise InvalidInputError(str(exc)) from None
+        return _checked_input(validate_id, kind, value)
+
+
+def _checked_input(check: Callable[[str, str], str], kind: str, value: str) -> str:
+    """``check(kind, value)``; a ``ValueError`` is the caller's ``InvalidInputError``."""
+    try:
+        return check(kind, value)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
 
 
 def _is_loopback(host: str) -> bool:

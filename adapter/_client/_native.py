@@ -142,12 +142,17 @@ class SessionStatusChanged(_Record, frozen=True):
     raw: Mapping[str, Any]
 
 
-class SessionIdle(_Record, frozen=True):
+class _OneSessionRecord(_Record, frozen=True):
+    """An event that names one session and carries nothing else."""
+
+    session_id: str
+    raw: Mapping[str, Any]
+
+
+class SessionIdle(_OneSessionRecord, frozen=True):
     """``session.idle``: the session's run ended (it can come more than once)."""
 
     type: ClassVar[Literal["session.idle"]] = "session.idle"
-    session_id: str
-    raw: Mapping[str, Any]
 
 
 class SessionErrored(_Record, frozen=True):
@@ -187,12 +192,10 @@ class SessionDeleted(_SessionRecord, frozen=True):
     type: ClassVar[Literal["session.deleted"]] = "session.deleted"
 
 
-class SessionCompacted(_Record, frozen=True):
+class SessionCompacted(_OneSessionRecord, frozen=True):
     """``session.compacted``: a summary message now stands for the history before it."""
 
     type: ClassVar[Literal["session.compacted"]] = "session.compacted"
-    session_id: str
-    raw: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,10 +526,6 @@ def _status(props: _Props, raw: _Props) -> NativeEvent:
     return SessionStatusChanged(session_id, plain or SessionStatus.parse(status), raw)
 
 
-def _idle(props: _Props, raw: _Props) -> NativeEvent:
-    return SessionIdle(checked_id("ses", props.get("sessionID")), raw)
-
-
 def _error(props: _Props, raw: _Props) -> NativeEvent:
     session_id = _opt_id("ses", props.get("sessionID"))
     return SessionErrored(session_id, MessageError.parse(props.get("error")), raw)
@@ -546,8 +545,15 @@ def _session_event(
     return parse
 
 
-def _compacted(props: _Props, raw: _Props) -> NativeEvent:
-    return SessionCompacted(checked_id("ses", props.get("sessionID")), raw)
+def _one_session_event(
+    record: type[SessionIdle | SessionCompacted],
+) -> Callable[[_Props, _Props], NativeEvent]:
+    """The parser of an event that names one session, which differ only by their record."""
+
+    def parse(props: _Props, raw: _Props) -> NativeEvent:
+        return record(checked_id("ses", props.get("sessionID")), raw)
+
+    return parse
 
 
 def _message(props: _Props, raw: _Props) -> NativeEvent:
@@ -655,12 +661,12 @@ _PARSERS: dict[str, Callable[[_Props, _Props], NativeEvent]] = {
     "server.connected": _server_event(ServerConnected),
     "server.heartbeat": _server_event(ServerHeartbeat),
     "session.status": _status,
-    "session.idle": _idle,
+    "session.idle": _one_session_event(SessionIdle),
     "session.error": _error,
     "session.created": _session_event(SessionCreated),
     "session.updated": _session_event(SessionUpdated),
     "session.deleted": _session_event(SessionDeleted),
-    "session.compacted": _compacted,
+    "session.compacted": _one_session_event(SessionCompacted),
     "message.updated": _message,
     "message.removed": _removed,
     "message.part.updated": _part,

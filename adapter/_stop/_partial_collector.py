@@ -637,15 +637,7 @@ class PartialCollector:
             role = "assistant" if message.assistant_hint else None
         if role == "user" or message.summary:
             return False
-        if session_id != self._root:
-            return True
-        if self._belongs is not None:
-            return self._belongs(message_id)
-        if self._turn_start is None:
-            return True
-        if message.parent_id is not None and message.parent_id in self._turn_ids:
-            return True
-        return message_id >= self._turn_start
+        return self._of_turn(session_id, message_id, message.parent_id, self._belongs)
 
     def usage(self) -> TurnUsage:
         """Tokens and cost of the turn so far: every assistant message of the tree's
@@ -654,10 +646,21 @@ class PartialCollector:
         return self._usage.total(self._spent)
 
     def _spent(self, session_id: str, message_id: str, parent_id: str | None) -> bool:
+        return self._of_turn(session_id, message_id, parent_id, self._counts)
+
+    def _of_turn(
+        self,
+        session_id: str,
+        message_id: str,
+        parent_id: str | None,
+        admits: Callable[[str], bool] | None,
+    ) -> bool:
+        """Whether a message of the tree is the turn's: every subagent's is; the root's
+        when ``admits`` says so, or without it when the turn's messages lead to it."""
         if session_id != self._root:
             return True
-        if self._counts is not None:
-            return self._counts(message_id)
+        if admits is not None:
+            return admits(message_id)
         if self._turn_start is None:
             return True
         return (parent_id is not None and parent_id in self._turn_ids) or (
