@@ -21,12 +21,13 @@ any query or fragment is refused.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 
 import httpx
 
 from .._exceptions import InvalidInputError
 
-__all__ = ["checked_base_url"]
+__all__ = ["checked_base_url", "is_loopback"]
 
 
 def checked_base_url(
@@ -77,3 +78,13 @@ def _query_or_fragment(text: str) -> str | None:
     if not marks:
         return None
     return "query string (?...)" if text[min(marks)] == "?" else "fragment (#...)"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, without brackets) is this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

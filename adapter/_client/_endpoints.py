@@ -9,7 +9,6 @@ how to read the answer; how a call is made, bounded and retried is
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar
@@ -19,7 +18,7 @@ import httpx
 from .._base._closing import AsyncClosing
 from .._base._ids import path_segment, validate_id
 from .._exceptions import InvalidInputError, ProtocolError
-from ._base_url import checked_base_url
+from ._base_url import checked_base_url, is_loopback
 from ._calls import Call, Caller
 from ._event_stream import open_event_stream
 from ._event_wire import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
@@ -93,7 +92,7 @@ class OpenCodeClient(AsyncClosing):
             transport=transport,
             # A proxy from the environment would receive the Basic credentials of a
             # server on this very machine: loopback servers are always reached directly.
-            trust_env=not _is_loopback(url.host),
+            trust_env=not is_loopback(url.host.strip("[]")),
         )
         self._send = Caller(
             self._http,
@@ -495,15 +494,6 @@ def _checked_input(check: Callable[[str, str], str], kind: str, value: str) -> s
         return check(kind, value)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from None
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _parse_bool(data: object) -> bool:

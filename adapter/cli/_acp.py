@@ -26,7 +26,7 @@ from typing import TextIO
 from .._adapter import OpenCodeAdapter
 from .._logging import WellFormedFormatter, configure_logging, get_logger
 from .._server._binary import find_opencode_binary
-from ._commands import password_from, url_from
+from ._commands import documented_command, password_from, url_from
 
 __all__ = ["acp_command", "add_acp_parser"]
 
@@ -42,12 +42,12 @@ def add_acp_parser(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     """Register ``acp`` on the ``opencode-tree`` parser."""
-    acp = sub.add_parser(
+    acp = documented_command(
+        sub,
+        common,
         "acp",
-        parents=[common],
         help="serve the Agent Client Protocol over stdio (for ACP editors)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
     )
     acp.add_argument(
         "--log-file",

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._adapter import OpenCodeAdapter
+from .._client._base_url import is_loopback
 from .._exceptions import InvalidInputError
 from .._server._binary import find_opencode_binary, free_port
 from .._types._events import SessionStarted
-from ._commands import password_from, url_from
+from ._commands import documented_command, password_from, url_from
 from ._render import Out
 
 if TYPE_CHECKING:
@@ -70,12 +71,8 @@ def add_web_parser(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     """Register ``web`` on the ``opencode-tree`` parser."""
-    web = sub.add_parser(
-        "web",
-        parents=[common],
-        help="serve the stop-button page and its API (adapter.web)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    web = documented_command(
+        sub, common, "web", help="serve the stop-button page and its API (adapter.web)", doc=__doc__
     )
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
     web.add_argument(
@@ -108,15 +105,6 @@ def add_web_parser(
     )
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _is_unspecified(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_unspecified
@@ -133,7 +121,7 @@ def _token(args: argparse.Namespace) -> str | None:
             raise InvalidInputError(f"--token-env names {args.token_env}, which is not set")
         return token
     if args.no_token:
-        if not _is_loopback(args.host):
+        if not is_loopback(args.host):
             raise InvalidInputError(
                 f"refusing to listen on {args.host} without a token: anyone who reaches it "
                 "could start and stop agent runs. Drop --no-token, or listen on 127.0.0.1"
@@ -149,7 +137,7 @@ def listen_settings(args: argparse.Namespace) -> ListenSettings:
         raise InvalidInputError(f"--port must be 0..65535, got {args.port}")
     if args.try_out and getattr(args, "url", None):
         raise InvalidInputError("--try runs its own OpenCode server: drop --url")
-    port = args.port or free_port(args.host if _is_loopback(args.host) else "127.0.0.1")
+    port = args.port or free_port(args.host if is_loopback(args.host) else "127.0.0.1")
     return ListenSettings(args.host, port, token, tuple(args.allow_host))
 
 

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._client._base_url import is_loopback
 from .._exceptions import InvalidInputError
 from ._errors import error_response
 
@@ -113,15 +114,6 @@ def _origin(value: str) -> Origin | None:
         return None
     host, port = parsed
     return Origin(scheme, host, port if port is not None else _DEFAULT_PORT[scheme])
-
-
-def _is_loopback(name: str) -> bool:
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def _strings(values: Iterable[str], option: str) -> list[str]:
@@ -231,7 +223,7 @@ class RequestGuard:
         if parsed is None:
             return None
         name = parsed[0]
-        if name in self._hosts or _is_loopback(name):
+        if name in self._hosts or is_loopback(name):
             return parsed
         server = scope.get("server")
         if server and isinstance(server[0], str) and _normal_name(server[0]) == name:
