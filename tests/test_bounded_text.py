@@ -35,7 +35,7 @@ from adapter._stream._replay_window import EventHistory
 from adapter._stream._seen_text import EDGE, SeenText
 from adapter._types._events import ContentDelta, ItemCompleted, SessionExited, SessionStarted
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
-from tests.test_partial import ROOT, delta_event, text_event, tool_event, turn_collector
+from tests.partial_support import ROOT, delta_event, text_event, tool_event, turn_collector
 
 A = "thread-a"
 
