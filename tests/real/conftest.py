@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
+from adapter import OpenCodeClient
 from adapter.testing._real_server import RealOpenCodeServer
 from adapter.testing.model import ScriptedModelServer
 
@@ -31,6 +32,16 @@ def real_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeSer
         yield server
 
 
+def directory_http(server: RealOpenCodeServer, timeout: float | None = 10.0) -> httpx.AsyncClient:
+    """A plain async client of ``server`` in its directory: another host of the same server."""
+    return httpx.AsyncClient(
+        base_url=server.base_url,
+        headers={"x-opencode-directory": str(server.directory)},
+        timeout=timeout,
+        trust_env=False,
+    )
+
+
 @pytest.fixture
 def opencode_http(real_server: RealOpenCodeServer) -> Iterator[httpx.Client]:
     """A plain httpx client for ``real_server``."""
@@ -41,6 +52,13 @@ def opencode_http(real_server: RealOpenCodeServer) -> Iterator[httpx.Client]:
         trust_env=False,
     ) as client:
         yield client
+
+
+@pytest.fixture
+async def client(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
+    """The adapter's client on ``real_server``, in its directory."""
+    async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
+        yield c
 
 
 @pytest.fixture

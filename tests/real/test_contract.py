@@ -35,12 +35,6 @@ async def oc(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
 
 
 @pytest.fixture
-async def client(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
-    async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
-        yield c
-
-
-@pytest.fixture
 async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
     recorder = Recorder(oc)
     yield recorder

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -52,12 +52,6 @@ async def wait_tool_running(client: OpenCodeClient, session_id: str) -> None:
 
 def users(messages: list[Message]) -> list[Message]:
     return [m for m in messages if m.info.role == "user"]
-
-
-@pytest.fixture
-async def client(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
-    async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
-        yield c
 
 
 async def test_a_steered_turn_and_a_separate_turn(

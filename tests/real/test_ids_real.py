@@ -11,25 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
 from adapter._base._ids import mint_message_id
 from adapter._client import OpenCodeClient
-from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing import ScriptedModelServer
 from adapter.testing.model import Text, script_marker
 from tests.test_ids import MESSAGE_ID, stamp_of
 
 pytestmark = pytest.mark.real
 
 MS_BITS = (1 << 36) - 1  # the millisecond part of a 48-bit stamp
-
-
-@pytest.fixture
-async def client(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
-    async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
-        yield c
 
 
 async def test_the_servers_message_ids_follow_the_scheme_the_adapter_mints(

@@ -14,8 +14,6 @@ minute behind and checks that its steer and its next turn are answered.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from adapter import OpenCodeAdapter
@@ -43,10 +41,17 @@ def answers_to(messages: list[Message], message_id: str) -> list[Message]:
     return [m for m in messages if m.info.role == "assistant" and m.info.parent_id == message_id]
 
 
-@pytest.fixture
-async def client(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
-    async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
-        yield c
+async def send_and_check_it_is_answered(
+    client: OpenCodeClient, session_id: str, text: str, message_id: str
+) -> None:
+    """Sends ``text`` as ``message_id``; once idle, an answer to it has finished (``stop``)."""
+    await client.prompt_async(session_id, text, message_id=message_id)
+    await wait_idle(client, session_id)
+
+    messages = await client.messages(session_id)
+    answers = answers_to(messages, message_id)
+    assert answers, [(m.info.id, m.info.role, m.info.parent_id) for m in messages]
+    assert answers[-1].info.finish == "stop"
 
 
 async def test_a_steer_whose_id_sorts_below_the_running_step_is_answered(
@@ -62,13 +67,7 @@ async def test_a_steer_whose_id_sorts_below_the_running_step_is_answered(
     running = [m.info.id for m in await client.messages(session.id) if m.info.role == "assistant"]
     steer = past_message_id()
     assert steer < min(running) and steer < first  # below everything the server holds
-    await client.prompt_async(session.id, "and also lint", message_id=steer)
-    await wait_idle(client, session.id)
-
-    messages = await client.messages(session.id)
-    answers = answers_to(messages, steer)
-    assert answers, [(m.info.id, m.info.role, m.info.parent_id) for m in messages]
-    assert answers[-1].info.finish == "stop"
+    await send_and_check_it_is_answered(client, session.id, "and also lint", steer)
 
 
 async def test_a_new_turns_prompt_whose_id_sorts_below_the_last_answer_is_answered(
@@ -82,13 +81,7 @@ async def test_a_new_turns_prompt_whose_id_sorts_below_the_last_answer_is_answer
     last_answer = answers_to(await client.messages(session.id), first)[-1].info.id
     second = past_message_id()
     assert second < last_answer and second < first
-    await client.prompt_async(session.id, "a new question", message_id=second)
-    await wait_idle(client, session.id)
-
-    messages = await client.messages(session.id)
-    answers = answers_to(messages, second)
-    assert answers, [(m.info.id, m.info.role, m.info.parent_id) for m in messages]
-    assert answers[-1].info.finish == "stop"
+    await send_and_check_it_is_answered(client, session.id, "a new question", second)
 
 
 async def test_the_adapter_with_its_clock_behind_the_servers_gets_its_steer_and_next_turn_answered(

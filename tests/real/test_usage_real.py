@@ -10,14 +10,15 @@ adapter.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient, SessionUsage, TurnUsage
 from adapter._client._native import message_usage
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
+from adapter.testing.model import Hang, Step, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
 
 pytestmark = pytest.mark.real
@@ -77,21 +78,39 @@ def assert_matches(usage: TurnUsage, stored: dict[str, SessionUsage]) -> None:
     )
 
 
+def script_tree(model: ScriptedModelServer, name: str, grandchild: list[Step]) -> tuple[str, str]:
+    """Root -> child -> grandchild by ``task`` calls, the grandchild scripted as given.
+
+    Returns the grandchild's and the root's script names."""
+    gc, child, root = (f"{name}-{n}" for n in ("gc", "child", "root"))
+    model.script(gc, grandchild)
+    model.script(child, [ToolCalls([task_call("level2", gc)]), Text("child done")])
+    model.script(root, [ToolCalls([task_call("level1", child)]), Text("root done")])
+    return gc, root
+
+
+@asynccontextmanager
+async def turn_on_a_tree(
+    server: RealOpenCodeServer, root: str, title: str
+) -> AsyncIterator[tuple[OpenCodeAdapter, OpenCodeClient, Recorder, str]]:
+    """Thread ``t`` sent ``root``'s script on ``server``: the adapter, a plain client on the
+    same directory, the adapter's recorder and the root session's id."""
+    directory = str(server.directory)
+    async with (
+        OpenCodeAdapter(server.base_url, directory=directory) as oc,
+        OpenCodeClient(server.base_url, directory=directory) as client,
+    ):
+        rec = Recorder(oc)
+        session_id = (await oc.start_session("t", title=title)).session_id
+        await oc.send_turn("t", "go " + script_marker(root))
+        yield oc, client, rec, session_id
+
+
 async def test_a_nested_trees_usage_is_what_the_server_stores(
     priced_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
-    gc, child, root = (f"{unique_name}-{n}" for n in ("gc", "child", "root"))
-    scripted_model.script(gc, [bash("echo gc"), Text("grandchild done")])
-    scripted_model.script(child, [ToolCalls([task_call("level2", gc)]), Text("child done")])
-    scripted_model.script(root, [ToolCalls([task_call("level1", child)]), Text("root done")])
-    directory = str(priced_server.directory)
-    async with (
-        OpenCodeAdapter(priced_server.base_url, directory=directory) as oc,
-        OpenCodeClient(priced_server.base_url, directory=directory) as client,
-    ):
-        rec = Recorder(oc)
-        session_id = (await oc.start_session("t", title="usage")).session_id
-        await oc.send_turn("t", "go " + script_marker(root))
+    _, root = script_tree(scripted_model, unique_name, [bash("echo gc"), Text("grandchild done")])
+    async with turn_on_a_tree(priced_server, root, "usage") as (_oc, client, rec, session_id):
         done = await rec.wait_for("turn.completed", timeout=60)
         stored = await stored_usage(client, session_id)
         await rec.close()
@@ -108,19 +127,9 @@ async def test_a_nested_trees_usage_is_what_the_server_stores(
 async def test_a_stopped_trees_usage_counts_the_subagents_spend(
     priced_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
-    gc, child, root = (f"{unique_name}-{n}" for n in ("gc", "child", "root"))
     # The grandchild finishes one step and hangs in its second when the stop comes.
-    scripted_model.script(gc, [bash("echo gc"), Hang("x")])
-    scripted_model.script(child, [ToolCalls([task_call("level2", gc)]), Text("child done")])
-    scripted_model.script(root, [ToolCalls([task_call("level1", child)]), Text("root done")])
-    directory = str(priced_server.directory)
-    async with (
-        OpenCodeAdapter(priced_server.base_url, directory=directory) as oc,
-        OpenCodeClient(priced_server.base_url, directory=directory) as client,
-    ):
-        rec = Recorder(oc)
-        session_id = (await oc.start_session("t", title="usage stop")).session_id
-        await oc.send_turn("t", "go " + script_marker(root))
+    gc, root = script_tree(scripted_model, unique_name, [bash("echo gc"), Hang("x")])
+    async with turn_on_a_tree(priced_server, root, "usage stop") as (oc, client, rec, session_id):
         await asyncio.to_thread(
             scripted_model.wait_for,
             lambda requests: [

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from adapter.testing.fake import FakeOpenCodeServer
+from adapter.testing.fake import FakeOpenCodeServer, Hang
 
 BASE = "http://fake-opencode"
 ID_RE = re.compile(r"^ses_[0-9A-Za-z]{26}$")
@@ -56,6 +56,11 @@ class EventLog:
                         return event
                 await asyncio.sleep(0.001)
 
+    async def wait_count(self, type: str, session_id: str, count: int) -> None:
+        async with asyncio.timeout(2.0):
+            while sum(1 for e in self.of(session_id) if e["type"] == type) < count:
+                await asyncio.sleep(0.001)
+
     def of(self, session_id: str) -> list[JSON]:
         return [e for e in self.events if e["properties"].get("sessionID") == session_id]
 
@@ -80,6 +85,14 @@ async def prompt(
 ) -> httpx.Response:
     body = {"parts": [{"type": "text", "text": text}], **extra}
     return await client.post(f"/session/{session_id}/prompt_async", json=body)
+
+
+async def hanging_session(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> str:
+    """A new session whose turn hangs in its model call (script ``hang``); its id."""
+    fake.script("hang", [Hang()])
+    sid = (await new_session(client))["id"]
+    await prompt(client, sid, "[[script:hang]]")
+    return str(sid)
 
 
 async def idle(fake: FakeOpenCodeServer, session_id: str) -> None:

@@ -23,6 +23,7 @@ from tests.testing.fake_support import (
     BASE,
     JSON,
     EventLog,
+    hanging_session,
     idle,
     new_session,
     prompt,
@@ -480,9 +481,7 @@ async def test_a_prompt_sent_during_a_run_joins_its_next_step(
 async def test_a_hanging_model_call_has_started_its_step(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    fake.script("hang", [Hang()])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:hang]]")
+    sid = await hanging_session(client, fake)
     await log.wait_for(lambda _e: labels(log, sid)[-1:] == ["part:step-start"])
     await client.post(f"/session/{sid}/abort")
     assert [p["type"] for p in fake.sessions[sid].messages[-1].parts] == ["step-start"]

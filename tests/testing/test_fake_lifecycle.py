@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from httpx_sse import aconnect_sse
 
 from adapter.testing.fake import (
     COMPACTION_CONTINUE,
@@ -29,52 +27,7 @@ from adapter.testing.fake import (
     Text,
     Tool,
 )
-
-JSON = dict[str, Any]
-
-
-class Stream:
-    """One ``GET /event`` stream read in the background; keeps every event."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-        self.events: list[JSON] = []
-        self.error: BaseException | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> Stream:
-        self._task = asyncio.create_task(self._read())
-        await self.wait_for(lambda e: e["type"] == "server.connected")
-        return self
-
-    async def _read(self) -> None:
-        try:
-            async with aconnect_sse(self.client, "GET", "/event") as source:
-                async for sse in source.aiter_sse():
-                    self.events.append(json.loads(sse.data))
-        except httpx.HTTPError as exc:
-            self.error = exc
-
-    async def wait_for(self, check: Any, timeout: float = 2.0) -> JSON:
-        async with asyncio.timeout(timeout):
-            while True:
-                for event in self.events:
-                    if check(event):
-                        return event
-                await asyncio.sleep(0.001)
-
-    async def wait_count(self, type: str, session_id: str, count: int) -> None:
-        async with asyncio.timeout(2.0):
-            while sum(1 for e in self.of(session_id) if e["type"] == type) < count:
-                await asyncio.sleep(0.001)
-
-    def of(self, session_id: str) -> list[JSON]:
-        return [e for e in self.events if e["properties"].get("sessionID") == session_id]
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+from tests.testing.fake_support import JSON, EventLog
 
 
 def brief(event: JSON) -> str:
@@ -96,28 +49,19 @@ def brief(event: JSON) -> str:
     return kind
 
 
-def briefs(stream: Stream, session_id: str) -> list[str]:
+def briefs(stream: EventLog, session_id: str) -> list[str]:
     return [brief(e) for e in stream.of(session_id)]
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=11)
-    yield server
-    await server.aclose()
+def fake_options() -> dict[str, Any]:
+    return {"seed": 11}
 
 
 @pytest.fixture
-async def client(fake: FakeOpenCodeServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with fake.client() as c:
-        yield c
-
-
-@pytest.fixture
-async def stream(client: httpx.AsyncClient) -> AsyncIterator[Stream]:
-    events = await Stream(client).start()
-    yield events
-    await events.stop()
+def stream(log: EventLog) -> EventLog:
+    """The fake's event log (``tests/testing/conftest.py``), by the name these tests read it."""
+    return log
 
 
 async def new_session(client: httpx.AsyncClient) -> str:
@@ -143,7 +87,7 @@ async def messages(client: httpx.AsyncClient, session_id: str) -> list[JSON]:
 
 
 async def test_prompt_in_the_finishing_window_starts_a_second_run_after_the_idle(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("first", [Text("first answer")])
     fake.script("second", [Text("second answer")])
@@ -203,7 +147,7 @@ async def test_prompt_in_the_finishing_window_starts_a_second_run_after_the_idle
 
 
 async def test_a_prompt_during_a_step_joins_the_next_step_without_an_idle(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("slow", [Text("first answer", chunks=3, delay=0.02)])
     sid = await new_session(client)
@@ -219,7 +163,7 @@ async def test_a_prompt_during_a_step_joins_the_next_step_without_an_idle(
 
 
 async def test_a_blocking_prompt_in_the_window_answers_with_its_own_run(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("second", [Text("second answer")])
     sid = await new_session(client)
@@ -239,7 +183,7 @@ async def test_a_blocking_prompt_in_the_window_answers_with_its_own_run(
 
 
 async def test_a_hold_on_another_session_does_not_hold_this_one(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     held, free = await new_session(client), await new_session(client)
     hold = fake.hold_run_end(held)
@@ -249,7 +193,7 @@ async def test_a_hold_on_another_session_does_not_hold_this_one(
 
 
 async def test_an_abort_in_the_window_still_runs_the_follow_up(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("second", [Text("second answer")])
     sid = await new_session(client)
@@ -271,7 +215,7 @@ async def test_an_abort_in_the_window_still_runs_the_follow_up(
 
 
 async def test_compaction_mid_run_inserts_a_summary_and_a_synthetic_continue(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script(
         "big",
@@ -355,7 +299,7 @@ async def test_compaction_mid_run_inserts_a_summary_and_a_synthetic_continue(
 
 
 async def test_compaction_after_a_text_step_ends_that_step_stop(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.summary_text = "default summary"
     fake.script("big", [Text("big answer"), Compact(), Text("done")])
@@ -370,7 +314,7 @@ async def test_compaction_after_a_text_step_ends_that_step_stop(
 
 
 async def test_a_task_child_compacted_mid_run_answers_with_its_continuation(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("child", [Text("before"), Compact(summary="child summary"), Text("child result")])
     fake.script("parent", [Task("explore", "child"), Text("parent done")])
@@ -388,7 +332,7 @@ async def test_a_task_child_compacted_mid_run_answers_with_its_continuation(
 
 
 async def test_a_retried_model_call_announces_each_retry_then_fails(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("flaky", [Fail(message="boom", retries=5, retry_delay=0.001)])
     sid = await new_session(client)
@@ -421,7 +365,7 @@ async def test_a_retried_model_call_announces_each_retry_then_fails(
 
 
 async def test_status_answers_retry_while_it_lasts_and_an_abort_ends_it_quietly(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("flaky", [Fail(message="boom", retries=5, retry_delay=30.0)])
     sid = await new_session(client)
@@ -449,7 +393,7 @@ async def test_status_answers_retry_while_it_lasts_and_an_abort_ends_it_quietly(
 
 
 async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("long", [Tool("bash", {"command": "sleep 30"}, duration=float("inf"))])
     fake.script("ask", [Permission("bash", patterns=("rm -rf build",))])
@@ -481,7 +425,7 @@ async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
     (tool,) = [p for p in stored[1]["parts"] if p["type"] == "tool"]
     assert tool["state"]["status"] == "running"
 
-    fresh = await Stream(client).start()
+    fresh = await EventLog(client).start(fake)
     try:
         assert (await client.post(f"/session/{sid}/abort")).json() is True
         await fresh.wait_for(lambda e: e["type"] == "session.idle")
@@ -496,7 +440,7 @@ async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
 
 
 async def test_a_blocking_prompt_cut_by_a_restart_fails_like_a_dropped_connection(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: Stream
+    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("long", [Tool("bash", {"command": "sleep 30"}, duration=float("inf"))])
     sid = await new_session(client)

@@ -24,6 +24,7 @@ from adapter.testing.fake import (
 from tests.testing.fake_support import (
     BASE,
     EventLog,
+    hanging_session,
     idle,
     new_session,
     prompt,
@@ -422,9 +423,7 @@ async def test_summarize_runs_a_compaction_turn(
 async def test_summarize_while_busy_waits_and_an_abort_drops_it(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    fake.script("hang", [Hang()])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:hang]]")
+    sid = await hanging_session(client, fake)
     await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 2)
     body = {"providerID": "fake", "modelID": "fake-model", "auto": True}
     pending = asyncio.create_task(client.post(f"/session/{sid}/summarize", json=body))
@@ -646,9 +645,7 @@ async def test_close_is_clean() -> None:
 async def test_abort_right_after_prompt_then_prompt_again(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    fake.script("hang", [Hang()])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:hang]]")
+    sid = await hanging_session(client, fake)
     assert (await client.post(f"/session/{sid}/abort")).json() is True
     assert not fake.sessions[sid].busy
     await log.wait_for(lambda e: e["type"] == "session.error")

@@ -23,6 +23,7 @@ from adapter.testing.fake import (
 from tests.testing.fake_support import (
     ID_RE,
     EventLog,
+    hanging_session,
     idle,
     new_session,
     prompt,
@@ -499,9 +500,7 @@ async def test_aborting_only_the_child_lets_parent_continue(
 async def test_abort_drops_queued_prompts_and_busy_flag_sessions(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    fake.script("hang", [Hang()])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:hang]]")
+    sid = await hanging_session(client, fake)
     await prompt(client, sid, "queued")
     await client.post(f"/session/{sid}/abort")
     await asyncio.sleep(0.01)
