@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from adapter import OpenCodeClient
+from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing._real_server import RealOpenCodeServer
 from adapter.testing.model import ScriptedModelServer
 
@@ -30,6 +30,11 @@ def real_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeSer
     """A real OpenCode server (no password) whose only model is ``scripted_model``."""
     with RealOpenCodeServer(scripted_model.base_url) as server:
         yield server
+
+
+def adapter_on(server: RealOpenCodeServer) -> OpenCodeAdapter:
+    """An adapter of ``server`` in its directory (enter it with ``async with``)."""
+    return OpenCodeAdapter(server.base_url, directory=str(server.directory))
 
 
 def directory_http(server: RealOpenCodeServer, timeout: float | None = 10.0) -> httpx.AsyncClient:

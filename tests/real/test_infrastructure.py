@@ -12,6 +12,7 @@ import os
 import stat
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,19 @@ def chat_body(
     if tools:
         body["tools"] = TOOLS
     return body
+
+
+def stream_chat(
+    model: ScriptedModelServer, body: dict[str, Any], session_id: str
+) -> AbstractContextManager[httpx.Response]:
+    """``body`` posted to ``model`` the way OpenCode sends a session's request, streamed."""
+    return httpx.stream(
+        "POST",
+        f"{model.base_url}/chat/completions",
+        json=body,
+        headers={"x-opencode-session-id": session_id},
+        trust_env=False,
+    )
 
 
 def read_sse(response: httpx.Response) -> list[Any]:
@@ -143,13 +157,7 @@ def test_model_server_streams_text_slowly(
     fake_session = f"ses_{unique_name}"
     body = chat_body(f"hello {script_marker(unique_name)}")
     started = time.monotonic()
-    with httpx.stream(
-        "POST",
-        f"{scripted_model.base_url}/chat/completions",
-        json=body,
-        headers={"x-opencode-session-id": fake_session},
-        trust_env=False,
-    ) as response:
+    with stream_chat(scripted_model, body, fake_session) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         events = read_sse(response)

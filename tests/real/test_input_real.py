@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, file_part
@@ -22,6 +21,7 @@ from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.fake import FakeOpenCodeServer
 from adapter.testing.model import ModelRequest, Text, script_marker
 from tests.adapter_support import Recorder
+from tests.real.conftest import directory_http
 
 pytestmark = pytest.mark.real
 
@@ -127,12 +127,7 @@ async def test_the_fake_stores_prompt_parts_as_the_real_server(
     async with (
         FakeOpenCodeServer(provider_id="fake", model_id="fake-model") as fake,
         fake.client() as fake_http,
-        httpx.AsyncClient(
-            base_url=real_server.base_url,
-            headers={"x-opencode-directory": str(real_server.directory)},
-            timeout=30.0,
-            trust_env=False,
-        ) as real_http,
+        directory_http(real_server, timeout=30.0) as real_http,
     ):
         for target, http in (("real", real_http), ("fake", fake_http)):
             for body in bodies:

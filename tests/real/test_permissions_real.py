@@ -19,6 +19,7 @@ from adapter import OpenCodeAdapter
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, fake
 from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
+from tests.real.conftest import directory_http
 
 pytestmark = pytest.mark.real
 
@@ -144,12 +145,7 @@ async def test_the_fake_enforces_session_rules_as_the_real_server(
     results: dict[str, list[Any]] = {"real": [], "fake": []}
     async with fake.FakeOpenCodeServer() as fake_server, fake_server.client() as fake_http:
         fake_server.script(unique_name, [*fake_steps, fake.Text("ran")])
-        async with httpx.AsyncClient(
-            base_url=real_server.base_url,
-            headers={"x-opencode-directory": str(real_server.directory)},
-            timeout=30.0,
-            trust_env=False,
-        ) as real_http:
+        async with directory_http(real_server, timeout=30.0) as real_http:
             for target, http in (("real", real_http), ("fake", fake_http)):
                 for rules in RULE_SETS:
                     results[target].append(await _asks_and_outcome(http, rules, text))

@@ -19,6 +19,7 @@ from adapter import OpenCodeAdapter, UnknownRequestError
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
+from tests.real.conftest import adapter_on, directory_http
 
 pytestmark = pytest.mark.real
 
@@ -28,12 +29,7 @@ ASK_BASH = [{"permission": "bash", "pattern": "*", "action": "ask"}]
 @pytest.fixture
 async def http(real_server: RealOpenCodeServer) -> AsyncIterator[httpx.AsyncClient]:
     """Another client of the same server (the work a thread resumes was started by it)."""
-    async with httpx.AsyncClient(
-        base_url=real_server.base_url,
-        headers={"x-opencode-directory": str(real_server.directory)},
-        timeout=10.0,
-        trust_env=False,
-    ) as client:
+    async with directory_http(real_server) as client:
         yield client
 
 
@@ -59,6 +55,12 @@ async def listed_permissions(http: httpx.AsyncClient) -> set[str]:
     return {str(r["id"]) for r in (await http.get("/permission")).json()}
 
 
+async def reject_if_listed(http: httpx.AsyncClient, request_id: str) -> None:
+    """Clean-up: no request of this test left pending on the shared server."""
+    if request_id in await listed_permissions(http):
+        await http.post(f"/permission/{request_id}/reply", json={"reply": "reject"})
+
+
 async def test_a_resumed_thread_announces_live_requests_but_not_ghosts(
     real_server: RealOpenCodeServer,
     scripted_model: ScriptedModelServer,
@@ -71,9 +73,7 @@ async def test_a_resumed_thread_announces_live_requests_but_not_ghosts(
     assert ghost in await listed_permissions(http)  # the server's fact this test is about
     assert stopped not in (await http.get("/session/status")).json()
     try:
-        async with OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory)
-        ) as oc:
+        async with adapter_on(real_server) as oc:
             rec = Recorder(oc)
             await oc.start_session("stopped", resume={"schema": 1, "session_id": stopped})
             await oc.start_session("waiting", resume={"schema": 1, "session_id": waiting})
@@ -89,8 +89,7 @@ async def test_a_resumed_thread_announces_live_requests_but_not_ghosts(
             await rec.close()
     finally:
         await http.post(f"/session/{waiting}/abort")
-        if ghost in await listed_permissions(http):
-            await http.post(f"/permission/{ghost}/reply", json={"reply": "reject"})
+        await reject_if_listed(http, ghost)
 
 
 async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
@@ -103,9 +102,7 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
     stop also rejects it there, so nothing lingers and a later resume offers nothing."""
     session_id, request_id = await asking_session(http, scripted_model, unique_name, "echo x")
     try:
-        async with OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory)
-        ) as oc:
+        async with adapter_on(real_server) as oc:
             rec = Recorder(oc)
             await oc.start_session("t", resume={"schema": 1, "session_id": session_id})
             opened = await rec.wait_for("request.opened", timeout=10)
@@ -117,9 +114,7 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
             await rec.close()
         assert request_id not in await listed_permissions(http)  # rejected on the server
         requests_before = len(scripted_model.requests)
-        async with OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory)
-        ) as later:
+        async with adapter_on(real_server) as later:
             rec = Recorder(later)
             await later.start_session("t", resume={"schema": 1, "session_id": session_id})
             await asyncio.sleep(1.0)
@@ -128,8 +123,7 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
         assert len(scripted_model.requests) == requests_before  # the reject ran nothing
         assert session_id not in (await http.get("/session/status")).json()
     finally:
-        if request_id in await listed_permissions(http):
-            await http.post(f"/permission/{request_id}/reply", json={"reply": "reject"})
+        await reject_if_listed(http, request_id)
 
 
 async def test_a_request_stopped_by_interrupt_turn_is_never_announced_again(
@@ -151,9 +145,7 @@ async def test_a_request_stopped_by_interrupt_turn_is_never_announced_again(
     resume = {"schema": 1, "session_id": session_id}
     request_id: str | None = None
     try:
-        async with OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory)
-        ) as oc:
+        async with adapter_on(real_server) as oc:
             rec = Recorder(oc)
             await oc.start_session("t", resume=resume)
             turn = await oc.send_turn("t", "go " + script_marker(unique_name))
@@ -174,17 +166,15 @@ async def test_a_request_stopped_by_interrupt_turn_is_never_announced_again(
             await rec.wait_for("turn.completed", timeout=30)
             assert [e.request_id for e in rec.of("request.opened")] == [request_id]
             await rec.close()
-        async with OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory)
-        ) as later:
+        async with adapter_on(real_server) as later:
             rec = Recorder(later)
             await later.start_session("t", resume=resume)
             await asyncio.sleep(1.0)  # the resume's request recovery has long finished
             assert rec.of("request.opened") == []
             await rec.close()
     finally:
-        if request_id is not None and request_id in await listed_permissions(http):
-            await http.post(f"/permission/{request_id}/reply", json={"reply": "reject"})
+        if request_id is not None:
+            await reject_if_listed(http, request_id)
 
 
 async def caught_up(http: httpx.AsyncClient, rec: Recorder, root: str, title: str) -> None:

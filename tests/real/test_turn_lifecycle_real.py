@@ -23,18 +23,19 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import pytest
 
-from adapter import ContentDelta, Event, OpenCodeAdapter, OpenCodeClient
+from adapter import ContentDelta, Event, OpenCodeAdapter, OpenCodeClient, TurnStart
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import Hang, ModelRequest, Text, ToolCall, ToolCalls, script_marker
+from adapter.testing.model import Hang, ModelRequest, Step, Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
 from tests.faults.support import TERMINAL, TURN_OUTPUT, check_event_invariants
-from tests.real.test_infrastructure import chat_body, deltas, read_sse
+from tests.real.conftest import directory_http
+from tests.real.test_infrastructure import chat_body, deltas, read_sse, stream_chat
 
 pytestmark = pytest.mark.real
 
@@ -58,12 +59,7 @@ class RawEvents:
 
     async def record(self, server: RealOpenCodeServer, connected: asyncio.Event) -> None:
         async with (
-            httpx.AsyncClient(
-                base_url=server.base_url,
-                headers={"x-opencode-directory": str(server.directory)},
-                timeout=None,
-                trust_env=False,
-            ) as client,
+            directory_http(server, timeout=None) as client,
             client.stream("GET", "/event") as response,
         ):
             async for line in response.aiter_lines():
@@ -282,18 +278,29 @@ def test_a_bound_session_answers_unmarked_requests_with_its_script(
     scripted_model.bind_session(bound, unique_name)
 
     def answer(session_id: str, body: dict[str, Any]) -> str:
-        with httpx.stream(
-            "POST",
-            f"{scripted_model.base_url}/chat/completions",
-            json=body,
-            headers={"x-opencode-session-id": session_id},
-            trust_env=False,
-        ) as response:
+        with stream_chat(scripted_model, body, session_id) as response:
             return "".join(d.get("content") or "" for d in deltas(read_sse(response)))
 
     assert answer(bound, chat_body("What did we do so far?", 1)) == "one"
     assert answer(bound, chat_body("go " + script_marker(f"{unique_name}-other"))) == "marked"
     assert answer(unbound, chat_body("What did we do so far?")) == scripted_model.default_text
+
+
+@asynccontextmanager
+async def a_turn_that_compacts(
+    server: RealOpenCodeServer, model: ScriptedModelServer, name: str, last: Step, title: str
+) -> AsyncIterator[tuple[OpenCodeAdapter, Recorder, str, TurnStart]]:
+    """Thread ``t``'s turn whose step 0 overflows the context: the server runs its tool,
+    compacts, then continues with the session's bound script (``echo continued``, ``last``)."""
+    model.script(name, [bash("echo one", "before ", prompt_tokens=200_000)])
+    continuation = f"{name}-continue"
+    model.script(continuation, [Text("never used"), bash("echo continued", "continuing "), last])
+    async with OpenCodeAdapter(server.base_url, directory=str(server.directory)) as oc:
+        rec = Recorder(oc)
+        session_id = (await oc.start_session("t", title=title)).session_id
+        model.bind_session(session_id, continuation)
+        turn = await oc.send_turn("t", "go " + script_marker(name))
+        yield oc, rec, session_id, turn
 
 
 async def test_the_continuation_after_an_automatic_compaction_is_the_turns_output(
@@ -303,19 +310,9 @@ async def test_the_continuation_after_an_automatic_compaction_is_the_turns_outpu
     # the model's title answer), then continues with a request whose first user message
     # is its own, so the marker is gone and the session's bound script answers it
     # (step 1: the summary is its one assistant message).
-    scripted_model.script(unique_name, [bash("echo one", "before ", prompt_tokens=200_000)])
-    continuation = f"{unique_name}-continue"
-    scripted_model.script(
-        continuation,
-        [Text("never used"), bash("echo continued", "continuing "), Text("the answer")],
-    )
-    async with OpenCodeAdapter(
-        compacting_server.base_url, directory=str(compacting_server.directory)
-    ) as oc:
-        rec = Recorder(oc)
-        session_id = (await oc.start_session("t", title="compaction")).session_id
-        scripted_model.bind_session(session_id, continuation)
-        turn = await oc.send_turn("t", "go " + script_marker(unique_name))
+    async with a_turn_that_compacts(
+        compacting_server, scripted_model, unique_name, Text("the answer"), "compaction"
+    ) as (_oc, rec, session_id, turn):
         ended = await rec.wait_for("turn.completed", timeout=60)
         assert ended.turn_id == turn.turn_id
         await asyncio.sleep(0.5)  # anything late would arrive now
@@ -353,19 +350,9 @@ async def test_a_turn_stopped_after_an_automatic_compaction_keeps_the_summary_ou
 ) -> None:
     """Stopped during the continuation, the turn's partial result holds the work before
     and after the compaction, and not the summary (the model's title answer)."""
-    scripted_model.script(unique_name, [bash("echo one", "before ", prompt_tokens=200_000)])
-    continuation = f"{unique_name}-continue"
-    scripted_model.script(
-        continuation,
-        [Text("never used"), bash("echo continued", "continuing "), Hang("still going")],
-    )
-    async with OpenCodeAdapter(
-        compacting_server.base_url, directory=str(compacting_server.directory)
-    ) as oc:
-        rec = Recorder(oc)
-        session_id = (await oc.start_session("t", title="compaction stop")).session_id
-        scripted_model.bind_session(session_id, continuation)
-        turn = await oc.send_turn("t", "go " + script_marker(unique_name))
+    async with a_turn_that_compacts(
+        compacting_server, scripted_model, unique_name, Hang("still going"), "compaction stop"
+    ) as (oc, rec, session_id, turn):
         await wait_text(rec, "t", "still going", timeout=60)
         result = await oc.interrupt_turn("t", turn_id=turn.turn_id)
         assert result.stop is not None and result.stop.ok
