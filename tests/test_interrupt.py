@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from adapter import (
+    InterruptResult,
     InvalidInputError,
     OpenCodeAdapter,
     RequestError,
@@ -14,7 +15,7 @@ from adapter import (
     TreeStopError,
     TurnCancelledError,
 )
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task, Text, Tool
 from tests.adapter_support import Record, Recorder, emit_session_error, held_abort, refuse
 
 T = "thread-1"
@@ -58,6 +59,16 @@ async def running_tree(
 async def tree(oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder) -> tuple[str, str]:
     """``running_tree`` on ``oc``: its root session and turn."""
     return await running_tree(oc, fake, rec)
+
+
+async def stop_held_at_a_busy_child(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, root: str
+) -> tuple[str, Hold, asyncio.Task[InterruptResult]]:
+    """A busy API child added under ``root``, then ``interrupt_turn`` started and held at
+    the child's abort: the child, the hold (``release()`` it) and the stop's task."""
+    child = fake.add_session(parent_id=root, busy=True)
+    hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
+    return child, hold, stop
 
 
 async def test_interrupt_stops_the_whole_tree_and_nothing_else(
@@ -290,8 +301,7 @@ async def test_send_waits_for_a_pending_stop_then_starts_a_new_turn(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
     root, turn_id = tree
-    child = fake.add_session(parent_id=root, busy=True)
-    hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
+    _, hold, stop = await stop_held_at_a_busy_child(oc, fake, root)
     prompts_before = sum(1 for r in fake.requests if r.path.endswith("/prompt_async"))
     fake.script("ok", [Text("next")])
     send = asyncio.create_task(oc.send_turn(T, "next [[script:ok]]"))
@@ -312,8 +322,7 @@ async def test_genuine_error_during_a_stop_stays_visible(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
     root, _turn_id = tree
-    child = fake.add_session(parent_id=root, busy=True)
-    hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
+    child, hold, stop = await stop_held_at_a_busy_child(oc, fake, root)
     emit_session_error(fake, root, "APIError", "quota")
     failed = await rec.wait_for("turn.completed")
     assert failed.state == "failed" and failed.error == "quota"
@@ -399,8 +408,7 @@ async def test_stop_session_during_a_pending_stop(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
 ) -> None:
     root, _ = tree
-    child = fake.add_session(parent_id=root, busy=True)
-    hold, stop = await held_abort(fake, child, oc.interrupt_turn(T))
+    _, hold, stop = await stop_held_at_a_busy_child(oc, fake, root)
     send = asyncio.create_task(oc.send_turn(T, "waiting"))
     await asyncio.sleep(0.01)
     closing = asyncio.create_task(oc.stop_session(T))
