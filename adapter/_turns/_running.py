@@ -375,6 +375,8 @@ class Turns:
 
     def after_outage(self, thread: ThreadState) -> None:
         turn = thread.turn
+        if turn is not None:
+            turn.missed_events = True
         if turn is not None and thread.interrupts.stop is None:
             turn.scope.spawn(self._settle(thread, turn, outage=True), name="reconcile")
 
@@ -436,20 +438,21 @@ class Turns:
                 break
             if turn.idles != idles and turn.phase is TurnPhase.SETTLING:
                 continue  # a newer idle came during the poll: the answer may predate it
+            # Still running after an outage: what the stream missed meanwhile (an echo,
+            # output) is only stored, and the idle to come may read nothing (the run
+            # looks finished to it): read it now.
+            if outage and await self._read_stored(thread, turn) is None:
+                return
             if turn.phase is TurnPhase.SETTLING:
                 thread.lifecycle.advance(turn, TurnPhase.STREAMING)
             return
         messages: Sequence[Message] = ()
-        if outage or not turn.run_finished:
+        if outage or turn.missed_events or not turn.run_finished:
             # The stream may have missed something: the stored messages are the truth.
-            try:
-                messages = await thread.client.messages(thread.session_id)
-            except OpenCodeError as exc:
-                _log.warning("adapter.reconcile_failed", thread_id=thread.thread_id, error=str(exc))
-                return  # the watchdog looks again
-            if thread.turn is not turn or thread.interrupts.stop is not None:
+            read = await self._read_stored(thread, turn)
+            if read is None:
                 return
-            self.absorb_stored(thread, turn, messages)
+            messages = read
         if turn.phase is TurnPhase.AWAITING_ECHO:
             return  # a prompt is on its way: its run is still to come
         if not turn.run_finished:
@@ -465,6 +468,19 @@ class Turns:
                 thread.lifecycle.advance(turn, TurnPhase.SETTLING)
             return
         self._end_settled(thread, turn)
+
+    async def _read_stored(self, thread: ThreadState, turn: Turn) -> Sequence[Message] | None:
+        """The root's stored messages, absorbed into ``turn``; ``None`` when the read
+        failed (the watchdog looks again) or the turn ended or is being stopped meanwhile."""
+        try:
+            messages = await thread.client.messages(thread.session_id)
+        except OpenCodeError as exc:
+            _log.warning("adapter.reconcile_failed", thread_id=thread.thread_id, error=str(exc))
+            return None
+        if thread.turn is not turn or thread.interrupts.stop is not None:
+            return None
+        self.absorb_stored(thread, turn, messages)
+        return messages
 
     async def _answer_was_cut(
         self, thread: ThreadState, turn: Turn, messages: Sequence[Message]

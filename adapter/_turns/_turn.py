@@ -57,6 +57,10 @@ class Turn:
     #: Idles of the root seen in this turn: a status poll that answers busy while a
     #: newer idle arrived asks again (that idle found the turn already settling).
     idles: int = 0
+    #: The event stream was down during this turn: what it missed is only stored, so the
+    #: turn reads the stored messages before it ends (a settle after an idle may run
+    #: before the reconnection's own reconcile, with every answer seen).
+    missed_events: bool = False
     retry: RetryStatus | None = None
     started_at: float = field(default_factory=time.monotonic)
     last_activity: float = field(default_factory=time.monotonic)

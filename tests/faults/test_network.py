@@ -17,7 +17,7 @@ from adapter import (
     Timeouts,
     TreeStopError,
 )
-from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Permission, Text, Tool
 from tests.adapter_support import another_turn_completed, start_scripted_turn
 from tests.faults.conftest import FAST_RETRY
 from tests.faults.support import (
@@ -324,6 +324,80 @@ async def test_a_turn_that_finishes_during_an_event_stream_outage_is_reconciled(
     assert len(h.rec.of("runtime.warning", T)) == 1, "one warning per outage"
     await h.consistent()
     assert h.oc.list_sessions()[0].status == "ready"
+
+
+async def test_what_a_run_did_during_an_outage_is_said_when_the_stream_is_back_before_it_ends(
+    fake: FakeOpenCodeServer, h: Harness
+) -> None:
+    """The stream is back while the run still goes (held at its end): its echo and its
+    answer came during the outage and only the stored messages have them. They are said
+    then, not lost; a follow-up sent in the run's end window, seen live, answers after
+    them, and the turn ends (it waited for the unseen echo forever)."""
+    fake.script("unseen", [Text("said in the outage.")])
+    fake.script("seen", [Text(" said live.")])
+    info = await h.oc.start_session(T)
+    reconnect = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await h.rec.wait_for("runtime.warning")
+    run_end = fake.hold_run_end(info.session_id)
+    turn = await h.oc.send_turn(T, "go [[script:unseen]]")
+    await run_end.wait_started()  # answered and stored, unseen; the root is busy
+    reconnect.release()
+    first = await h.rec.wait_for("content.delta")
+    assert first.turn_id == turn.turn_id and first.delta == "said in the outage."
+    follow_up = await h.oc.send_turn(T, "go [[script:seen]]")
+    assert follow_up.turn_id == turn.turn_id
+    run_end.release()
+    done = await h.rec.wait_for("turn.completed")
+    assert done.turn_id == turn.turn_id and done.state == "completed"
+    said = "".join(e.delta for e in h.rec.of("content.delta", T))
+    assert said == "said in the outage. said live."
+    await h.consistent()
+
+
+async def test_output_of_an_outage_is_said_when_the_turn_ends_before_the_reconcile_answers(
+    fake: FakeOpenCodeServer, h: Harness
+) -> None:
+    """The stream is back mid-answer (the run waits on a permission): the text streamed
+    during the outage is only stored. The run then ends, seen live, before the
+    reconnection's status poll answers: the turn still reads what it missed, and says it
+    (after the rest: the order of a read back is not the stream's)."""
+    fake.script(
+        "gap",
+        [
+            Text("said in the outage."),
+            Permission("bash", ["ls"], tool=Tool("bash", {"command": "ls"}, output="x")),
+            Text(" said live."),
+        ],
+    )
+    info = await h.oc.start_session(T)
+    reconnect = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await h.rec.wait_for("runtime.warning")
+    turn = await h.oc.send_turn(T, "go [[script:gap]]")
+    await fake.wait_until(lambda: bool(fake.sessions[info.session_id].pending_requests), timeout=5)
+    polls: list[httpx.Request] = []
+    answer_poll = asyncio.Event()
+
+    async def first_poll_waits(request: httpx.Request) -> None:
+        polls.append(request)
+        if len(polls) == 1:
+            await answer_poll.wait()
+
+    fake.on("GET", "/session/status", first_poll_waits)
+    reconnect.release()
+    try:
+        opened = await h.rec.wait_for("request.opened")
+        await fake.wait_until(lambda: bool(polls), timeout=5)  # the reconcile asks, held
+        await h.oc.respond_to_request(T, opened.request_id, "accept")
+        done = await h.rec.wait_for("turn.completed")
+    finally:
+        answer_poll.set()
+    assert done.turn_id == turn.turn_id and done.state == "completed"
+    # read back when the turn ends, after what came live: each said once
+    said = sorted(e.delta for e in h.rec.of("content.delta", T))
+    assert said == [" said live.", "said in the outage."]
+    await h.consistent()
 
 
 async def test_event_stream_reconnect_survives_failing_reconnect_attempts(
