@@ -17,7 +17,7 @@ checked after every step:
   second run) is in the thread's deltas; only messages stored before the end of an
   interrupt, a stop or a lost event stream are exempt (aborted or late output);
 * no turn stays running: at the end, every thread that runs nothing endless gets
-  ``ready`` within a few seconds once status answers again;
+  ``ready`` within ``TURN_ENDS_WITHIN`` (10 s, for a loaded machine) once status answers again;
 * ``SessionInfo.status`` is the thread's phase: between the machine's steps (no
   ``interrupt_turn`` is running) it is ``ready`` or ``running``, ``running`` iff a turn
   is active, and ``retry`` is only set on a running thread; ``turn.retrying`` only
@@ -100,6 +100,8 @@ TRANSIENT_ROUTES = st.sampled_from(
 CLOSED = (UnknownThreadError, SessionClosedError, TurnCancelledError)
 #: The idle confirmation retries status every 0.1 s at most (an outage here lasts <= 0.4 s).
 TIMEOUTS = fast(idle_confirm=5.0, idle_confirm_backoff_max=0.1)
+#: Seconds a thread running nothing endless has, at the end, to get ready.
+TURN_ENDS_WITHIN = 10.0
 
 
 class AdapterMachine(RuleBasedStateMachine):
@@ -146,6 +148,7 @@ class AdapterMachine(RuleBasedStateMachine):
             self.fake.on("GET", "/session/status", self._status_outage)
             await self.oc.__aenter__()
             self.rec = Recorder(self.oc)
+            self.emitted_unrecorded = self.oc._core.hub.emitted  # before the recorder
             for thread in ("a", "b"):  # most steps should find a live thread
                 self.roots.add((await self.oc.start_session(thread)).session_id)
                 self.live.add(thread)
@@ -163,6 +166,14 @@ class AdapterMachine(RuleBasedStateMachine):
 
     def status_of(self, thread: str) -> str | None:
         return next((i.status for i in self.oc.list_sessions() if i.thread_id == thread), None)
+
+    async def caught_up(self) -> None:
+        """The adapter's background tasks have run (``settle``) and the recorder has
+        every event emitted so far (on a loaded machine it may lag behind)."""
+        await settle()
+        hub = self.oc._core.hub
+        while len(self.rec.events) < hub.emitted - self.emitted_unrecorded:
+            await asyncio.sleep(0)
 
     async def _status_outage(self, request: httpx.Request) -> httpx.Response | None:
         if asyncio.get_running_loop().time() < self.status_down_until:
@@ -395,7 +406,7 @@ class AdapterMachine(RuleBasedStateMachine):
     def promises_hold(self) -> None:
         if self.closed or not hasattr(self, "oc"):
             return
-        self.run(settle())
+        self.run(self.caught_up())
         assert_consistent(self.oc, self.rec.events)
         check_event_invariants(self.rec.events, closed=False)
         for request in self.fake.requests:
@@ -407,7 +418,7 @@ class AdapterMachine(RuleBasedStateMachine):
     def status_is_the_phase(self) -> None:
         if self.closed or not hasattr(self, "oc"):
             return
-        self.run(settle())
+        self.run(self.caught_up())
         for info in self.oc.list_sessions():
             # no interrupt_turn runs between steps: never "stopping" here
             assert info.status in ("ready", "running"), info
@@ -426,7 +437,7 @@ class AdapterMachine(RuleBasedStateMachine):
     def every_output_is_emitted(self) -> None:
         if self.closed or not hasattr(self, "oc"):
             return
-        self.run(settle())  # the recorder has caught up with what was emitted
+        self.run(self.caught_up())
         for info in self.oc.list_sessions():
             if info.status != "ready":
                 continue  # still running: not due yet
@@ -458,7 +469,9 @@ class AdapterMachine(RuleBasedStateMachine):
             if thread in self.unending:
                 continue
             try:
-                async with asyncio.timeout(3.0):
+                # generous for a loaded machine, and below Timeouts.echo (30 s): a turn
+                # that only the watchdog would end still fails here
+                async with asyncio.timeout(TURN_ENDS_WITHIN):
                     while self.status_of(thread) != "ready":
                         await asyncio.sleep(0.01)
             except TimeoutError:
@@ -467,7 +480,7 @@ class AdapterMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if hasattr(self, "oc"):
-                self.run(self.turns_end())
+                self.run(self.turns_end(), timeout=2 * TURN_ENDS_WITHIN + 5.0)
                 self.every_output_is_emitted()
                 self.closed = True
 
