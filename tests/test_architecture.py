@@ -315,3 +315,20 @@ def test_every_third_party_package_imported_is_declared() -> None:
                 if not names & declared:
                     undeclared.add(f"{top} ({path.relative_to(PACKAGE.parent)})")
     assert sorted(undeclared) == []
+
+
+def test_every_module_of_a_concept_package_is_named_in_its_paragraph() -> None:
+    """The page says what each module of ``_base/`` ... ``_stop/`` is for, so a new one
+    is placed and described, not dropped in."""
+    text = ARCHITECTURE.read_text()
+    unnamed: list[str] = []
+    for package in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name.startswith("_")):
+        if package.name == "__pycache__":
+            continue
+        paragraph = text.split(f"### `{package.name}/`", 1)[1].split("\n### ", 1)[0]
+        unnamed += [
+            f"{package.name}/{module.name}"
+            for module in sorted(package.glob("_*.py"))
+            if module.name != "__init__.py" and f"`{module.stem}`" not in paragraph
+        ]
+    assert unnamed == []
