@@ -470,12 +470,15 @@ class Turns:
         self._end_settled(thread, turn)
 
     async def _read_stored(self, thread: ThreadState, turn: Turn) -> Sequence[Message] | None:
-        """The root's stored messages, absorbed into ``turn``; ``None`` when the read
-        failed (the watchdog looks again) or the turn ended or is being stopped meanwhile."""
-        try:
-            messages = await thread.client.messages(thread.session_id)
-        except OpenCodeError as exc:
-            _log.warning("adapter.reconcile_failed", thread_id=thread.thread_id, error=str(exc))
+        """The root's stored messages, absorbed into ``turn``; ``None`` when the server
+        did not answer (see :meth:`_ask`; the watchdog looks again) or the turn ended or
+        is being stopped meanwhile. Asked like the status: after an outage no event may
+        come again, and one failed read left the turn to the watchdog (30 s)."""
+        messages = await self._ask(
+            thread, lambda: thread.client.messages(thread.session_id), "GET /session/{id}/message"
+        )
+        if messages is None:
+            _log.warning("adapter.reconcile_failed", thread_id=thread.thread_id)
             return None
         if thread.turn is not turn or thread.interrupts.stop is not None:
             return None

@@ -326,6 +326,31 @@ async def test_a_turn_that_finishes_during_an_event_stream_outage_is_reconciled(
     assert h.oc.list_sessions()[0].status == "ready"
 
 
+async def test_a_turn_ends_when_its_reconcile_read_fails_longer_than_the_client_retries(
+    fake: FakeOpenCodeServer, h: Harness
+) -> None:
+    """A prompt sent and answered during an event stream outage: its echo, answer and
+    idle are only stored. When the stream is back, reading the stored messages fails
+    more times in a row than the client retries (a server still recovering). The
+    reconcile asks again, as it does for the status, and the turn ends then, with its
+    answer said; it stayed running until the watchdog's overdue-echo check (``Timeouts.echo``,
+    30 s)."""
+    fake.script("unseen", [Text("said in the outage.")])
+    info = await h.oc.start_session(T)
+    reconnect = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await h.rec.wait_for("runtime.warning")
+    turn = await h.oc.send_turn(T, "go [[script:unseen]]")
+    await fake.wait_until(lambda: not fake.sessions[info.session_id].busy, timeout=5)
+    reads = fake.fail("GET", "/session/{id}/message", status=503, times=5)  # > 4 attempts
+    reconnect.release()
+    done = await h.rec.wait_for("turn.completed", timeout=10)
+    assert done.turn_id == turn.turn_id and done.state == "completed"
+    assert reads.calls > 5  # every failure, then the read that answered
+    assert [e.delta for e in h.rec.of("content.delta", T)] == ["said in the outage."]
+    await h.consistent()
+
+
 async def test_what_a_run_did_during_an_outage_is_said_when_the_stream_is_back_before_it_ends(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
