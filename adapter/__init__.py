@@ -9,6 +9,14 @@ import inspect
 
 from ._adapter import OpenCodeAdapter
 from ._client import OpenCodeClient, PermissionReply, RawEvent
+from ._client._inventory import (
+    AgentInfo,
+    CommandInfo,
+    ModelCost,
+    ModelInfo,
+    ServerInventory,
+    SkillInfo,
+)
 from ._client._models import (
     Health,
     Message,
@@ -110,9 +118,11 @@ __all__ = [
     "MAX_PROMPT_BYTES",
     "PERMISSION_PRESETS",
     "AdapterClosedError",
+    "AgentInfo",
     "AnyEvent",
     "AuthError",
     "ChildStarted",
+    "CommandInfo",
     "ConnectTimeoutError",
     "ContentDelta",
     "Event",
@@ -129,6 +139,8 @@ __all__ = [
     "Message",
     "MessageError",
     "MessageInfo",
+    "ModelCost",
+    "ModelInfo",
     "NativeFileRecorder",
     "NativeRecord",
     "NativeRecordGap",
@@ -158,6 +170,7 @@ __all__ = [
     "RuntimeEvent",
     "RuntimeWarningEvent",
     "ServerExitedError",
+    "ServerInventory",
     "Session",
     "SessionClosedError",
     "SessionEvent",
@@ -169,6 +182,7 @@ __all__ = [
     "SessionStop",
     "SessionTree",
     "SessionUsage",
+    "SkillInfo",
     "StopReport",
     "StreamGap",
     "TextPart",

@@ -35,6 +35,7 @@ from ._base._closing import AsyncClosing
 from ._base._ids import observe_message_id
 from ._client import OpenCodeClient
 from ._client._base_url import checked_base_url
+from ._client._inventory import ServerInventory
 from ._client._native import NativeEvent
 from ._exceptions import (
     AdapterClosedError,
@@ -556,6 +557,15 @@ class OpenCodeAdapter(AsyncClosing):
             titles=titles,
             born=thread.tree.sessions,
         )
+
+    async def inventory(self, *, directory: str | None = None) -> ServerInventory:
+        """What the server offers in ``directory`` (default: the adapter's): models,
+        agents, slash commands, skills, MCP servers and the version, read concurrently,
+        each part bounded by the request timeout; a part that failed is empty and named
+        in ``errors``. See :class:`ServerInventory`."""
+        self._check_open()
+        where = normalise_directory(directory) if directory is not None else self._directory
+        return await self._core.client_for(where).inventory()
 
     # -- requests --------------------------------------------------------------
 

@@ -22,6 +22,19 @@ from ._base_url import checked_base_url, is_loopback
 from ._calls import Call, Caller
 from ._event_stream import open_event_stream
 from ._event_wire import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
+from ._inventory import (
+    AgentInfo,
+    CommandInfo,
+    ModelInfo,
+    ServerInventory,
+    SkillInfo,
+    parse_agents,
+    parse_commands,
+    parse_mcp,
+    parse_models,
+    parse_skills,
+    read_inventory,
+)
 from ._models import Health, Message, PendingRequest, Session, SessionStatus
 from ._retry import RetryPolicy
 
@@ -125,6 +138,44 @@ class OpenCodeClient(AsyncClosing):
         return await self._send(
             Call("status", "GET", "/session/status", idempotent=True, parse=SessionStatus.parse_map)
         )
+
+    # -- what the server offers (see :mod:`._inventory`) ------------------------
+
+    async def models(self) -> tuple[ModelInfo, ...]:
+        return await self._send(
+            Call("models", "GET", "/config/providers", parse_models, idempotent=True)
+        )
+
+    async def agents(self) -> tuple[AgentInfo, ...]:
+        return await self._send(Call("agents", "GET", "/agent", parse_agents, idempotent=True))
+
+    async def commands(self) -> tuple[CommandInfo, ...]:
+        return await self._send(
+            Call("commands", "GET", "/command", parse_commands, idempotent=True)
+        )
+
+    async def skills(self) -> tuple[SkillInfo, ...]:
+        return await self._send(Call("skills", "GET", "/skill", parse_skills, idempotent=True))
+
+    async def mcp_status(self) -> Mapping[str, str]:
+        return await self._send(Call("mcp_status", "GET", "/mcp", parse_mcp, idempotent=True))
+
+    async def inventory(self) -> ServerInventory:
+        """Every part read at once, each bounded by the request timeout (retries
+        included); a failed part is named in ``errors``, the others are kept."""
+
+        async def version() -> str | None:
+            return (await self.health()).version
+
+        reads = {
+            "models": self.models,
+            "agents": self.agents,
+            "commands": self.commands,
+            "skills": self.skills,
+            "mcp": self.mcp_status,
+            "version": version,
+        }
+        return await read_inventory(reads, self.timeout)
 
     # -- sessions --------------------------------------------------------------
 

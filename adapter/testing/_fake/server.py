@@ -26,6 +26,7 @@ from .events import EventBus
 from .hooks import Hold, Hook, HookChain, HookHandler, RunEndHold, failure
 from .http import Router, Transport, basic_token
 from .ids import IdMinter
+from .inventory_routes import FakeInventory, InventoryRoutes
 from .records import FakeSession, RecordedRequest
 from .runner import ScriptRunner
 from .server_routes import ServerRoutes
@@ -120,6 +121,10 @@ class FakeOpenCodeServer(AsyncClosing):
         self._router = Router(self, self._ids, token)
         SessionRoutes(self._router, self._state, self._runner, self._ids, self)
         ServerRoutes(self._router, self._state, self._bus, self)
+        self.inventory = FakeInventory()
+        """What ``GET /agent``, ``/command``, ``/skill``, ``/mcp`` and the model's limits
+        in ``GET /config/providers`` answer (the real server's defaults; change it per test)."""
+        InventoryRoutes(self._router, self, self.inventory)
         self._transport = Transport(self._handle)
 
     # ------------------------------------------------------------------ settings & records
