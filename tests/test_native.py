@@ -4,7 +4,8 @@ The events are real: ``events-kinds-1.18.34.jsonl`` was recorded from
 ``opencode serve`` 1.18.34 driven by the scripted model (a permission asked
 and replied, a question replied, one rejected, a manual compaction, a revert
 that removes messages, a model retry, a deleted session, a heartbeat);
-``events-nested.jsonl`` holds task trees stopped mid-way. A malformed event
+``events-nested.jsonl`` holds task trees stopped mid-way, ``events-todo-1.18.34.jsonl``
+the ``todo.updated`` of a root and of its subagent. A malformed event
 of a known type must raise :class:`NativeEventError` and nothing else, or one
 hostile event would stop the adapter's pump.
 """
@@ -46,6 +47,7 @@ from adapter._client._native import (
     SessionIdle,
     SessionStatusChanged,
     SessionUpdated,
+    TodoUpdated,
     UnknownEvent,
     Usage,
     parse_native,
@@ -64,7 +66,13 @@ def load(name: str) -> list[Event]:
 
 KINDS = load("events-kinds-1.18.34.jsonl")
 NESTED = load("events-nested.jsonl")
-RECORDED = KINDS + NESTED + load("events-partial.jsonl") + load("events-1.15.13-task-abort.jsonl")
+RECORDED = (
+    KINDS
+    + NESTED
+    + load("events-partial.jsonl")
+    + load("events-1.15.13-task-abort.jsonl")
+    + load("events-todo-1.18.34.jsonl")
+)
 
 RECORDS: dict[str, type[Any]] = {
     "server.connected": ServerConnected,
@@ -85,6 +93,7 @@ RECORDS: dict[str, type[Any]] = {
     "question.asked": QuestionAsked,
     "question.replied": QuestionReplied,
     "question.rejected": QuestionRejected,
+    "todo.updated": TodoUpdated,
 }
 
 
@@ -243,7 +252,7 @@ def test_unknown_types_keep_their_session() -> None:
     diff = parse_native(first("session.diff"))
     assert isinstance(diff, UnknownEvent)
     assert diff.session_id == first("session.diff")["properties"]["sessionID"]
-    other = parse_native({"type": "todo.updated", "properties": {"sessionID": "../../x"}})
+    other = parse_native({"type": "something.new", "properties": {"sessionID": "../../x"}})
     assert isinstance(other, UnknownEvent) and other.session_id is None
     bare = parse_native({"type": "something.new"})
     assert (bare.type, bare.session_id) == ("something.new", None)
@@ -368,6 +377,8 @@ MALFORMED: list[tuple[str, Callable[[Event], None]]] = [
     ("question.asked", _set("properties.sessionID", ["ses_x"])),
     ("question.replied", _set("properties.requestID", "per_wrongkind")),
     ("question.rejected", _drop("properties.sessionID")),
+    ("todo.updated", _set("properties.todos", {"content": "x"})),
+    ("todo.updated", _set("properties.todos", [{"content": None}])),
 ]
 
 

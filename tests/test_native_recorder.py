@@ -77,8 +77,9 @@ async def test_every_native_event_of_the_tree_is_recorded_under_its_thread_in_st
         other = (await oc.start_session(B)).session_id
         await oc.send_turn(A, "go [[script:tree]]")
         child = (await rec.wait_for("child.started")).session_id
-        # Types the adapter maps to nothing still belong to the recording.
-        todo = fake.emit("todo.updated", {"sessionID": child, "todos": [{"content": "x"}]})
+        # Events the adapter maps to nothing (a child's todo list) still belong to it.
+        todos = [{"content": "x", "status": "pending", "priority": "low"}]
+        todo = fake.emit("todo.updated", {"sessionID": child, "todos": todos})
         await rec.wait_for("turn.completed", lambda e: e.thread_id == A)
         await run_turn(oc, rec, B, "hello")
         await rec.close()

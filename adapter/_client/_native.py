@@ -40,6 +40,8 @@ from .._exceptions import NativeEventError
 from ._models import MessageError, Part, SessionStatus
 
 __all__ = [
+    "MAX_TODOS",
+    "MAX_TODO_CONTENT",
     "MessageRemoved",
     "MessageUpdated",
     "NativeEvent",
@@ -59,6 +61,8 @@ __all__ = [
     "SessionIdle",
     "SessionStatusChanged",
     "SessionUpdated",
+    "Todo",
+    "TodoUpdated",
     "UnknownEvent",
     "Usage",
     "message_usage",
@@ -331,8 +335,35 @@ class QuestionRejected(_Record, frozen=True):
     raw: Mapping[str, Any]
 
 
+class Todo(_Record, frozen=True):
+    """One entry of a session's todo list: ``status`` and ``priority`` as the server
+    says them (``pending``/``in_progress``/``completed``/``cancelled``,
+    ``high``/``medium``/``low`` in 1.18.34), kept as given so a new value still shows."""
+
+    content: str
+    status: str
+    priority: str
+
+
+#: Bounds of a ``todo.updated`` the adapter accepts: far above a model's plan, low
+#: enough that a hostile or broken server cannot make every host hold megabytes.
+MAX_TODOS = 256
+MAX_TODO_CONTENT = 16_384
+_MAX_TODO_LABEL = 64
+
+
+class TodoUpdated(_Record, frozen=True):
+    """``todo.updated``: a session's whole todo list, sent by ``todowrite`` before the
+    call runs (measured on 1.18.34); an empty list when the model clears it."""
+
+    type: ClassVar[Literal["todo.updated"]] = "todo.updated"
+    session_id: str
+    todos: tuple[Todo, ...]
+    raw: Mapping[str, Any]
+
+
 class UnknownEvent(_Record, frozen=True):
-    """Any type not modelled above (``session.diff``, ``todo.updated``, new ones...).
+    """Any type not modelled above (``session.diff``, new ones...).
 
     ``session_id`` is the session it names, if it names a valid one, so that
     it can still be routed.
@@ -362,6 +393,7 @@ NativeEvent: TypeAlias = (
     | QuestionAsked
     | QuestionReplied
     | QuestionRejected
+    | TodoUpdated
     | UnknownEvent
 )
 """Every record :func:`parse_native` returns; ``type`` tells them apart."""
@@ -657,6 +689,33 @@ def _question_rejected(props: _Props, raw: _Props) -> NativeEvent:
     )
 
 
+def _todo_updated(props: _Props, raw: _Props) -> NativeEvent:
+    todos = props.get("todos")
+    if not isinstance(todos, list):
+        raise ValueError("field 'todos' is not a list")
+    if len(todos) > MAX_TODOS:
+        raise ValueError(f"more than {MAX_TODOS} todos")
+    return TodoUpdated(
+        checked_id("ses", props.get("sessionID")), tuple(_todo(t) for t in todos), raw
+    )
+
+
+def _todo(value: object) -> Todo:
+    todo = _obj(value, "a todo")
+    content = todo.get("content")
+    status = todo.get("status")
+    priority = todo.get("priority")
+    if not isinstance(content, str) or not isinstance(status, str):
+        raise ValueError("a todo's content/status is not a string")
+    if not isinstance(priority, str):
+        raise ValueError("a todo's priority is not a string")
+    if len(content) > MAX_TODO_CONTENT:
+        raise ValueError(f"a todo's content is over {MAX_TODO_CONTENT} characters")
+    if len(status) > _MAX_TODO_LABEL or len(priority) > _MAX_TODO_LABEL:
+        raise ValueError("a todo's status/priority is too long")
+    return Todo(content, status, priority)
+
+
 _PARSERS: dict[str, Callable[[_Props, _Props], NativeEvent]] = {
     "server.connected": _server_event(ServerConnected),
     "server.heartbeat": _server_event(ServerHeartbeat),
@@ -676,4 +735,5 @@ _PARSERS: dict[str, Callable[[_Props, _Props], NativeEvent]] = {
     "question.asked": _question_asked,
     "question.replied": _question_replied,
     "question.rejected": _question_rejected,
+    "todo.updated": _todo_updated,
 }

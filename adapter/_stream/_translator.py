@@ -4,7 +4,8 @@ Each native event is parsed once (by the pump, :mod:`adapter._client._native`) a
 handed here. This module decides which thread it concerns (through the
 session -> thread map, :mod:`adapter._threads._session_owners` for sessions not yet known),
 feeds the active turn's partial-result collector, and translates: output parts
-(text, reasoning, tool calls) go to :mod:`adapter._stream._output`, requests to
+(text, reasoning, tool calls) go to :mod:`adapter._stream._output`, the root's todo
+list becomes ``turn.plan.updated`` here, requests to
 :mod:`adapter._requests._pending`, and what the root's messages and status say about the
 turn to :mod:`adapter._turns._running`. It is the top of the translation: every module it
 calls returns to it, none calls back into it.
@@ -30,13 +31,20 @@ from .._client._native import (
     SessionIdle,
     SessionStatusChanged,
     SessionUpdated,
+    TodoUpdated,
 )
 from .._requests._pending import Requests
 from .._threads._registry import AdapterCore
 from .._threads._session_owners import Ownership
 from .._threads._thread_state import ThreadState
 from .._turns._running import Turns
-from .._types._events import RuntimeErrorEvent, ThreadCompacted, ThreadMetadataUpdated
+from .._types._events import (
+    PlanItem,
+    RuntimeErrorEvent,
+    ThreadCompacted,
+    ThreadMetadataUpdated,
+    TurnPlanUpdated,
+)
 from ._output import Output
 from ._vocabulary import is_placeholder_title
 
@@ -108,6 +116,9 @@ class Translator:
             or type(event) is QuestionRejected
         ):
             self._requests.resolved(thread, event)
+        elif type(event) is TodoUpdated and root:
+            # Only the root's list: a subagent's is its own work, not the turn's plan.
+            self._plan(thread, event)
 
     def _unowned(self, event: NativeEvent) -> None:
         """An event of a session no thread owns: a child being born, or a request of
@@ -146,6 +157,19 @@ class Translator:
                 auto=compaction.auto if compaction is not None else False,
                 summary=compaction.summary if compaction is not None else "",
                 summary_message_id=compaction.summary_id if compaction is not None else None,
+                raw=event.raw,
+            )
+        )
+
+    def _plan(self, thread: ThreadState, event: TodoUpdated) -> None:
+        """The root's ``todo.updated``: the whole list, as the turn's plan."""
+        if thread.closing:
+            return
+        self._core.emit(
+            TurnPlanUpdated(
+                thread_id=thread.thread_id,
+                turn_id=thread.lifecycle.turn_id,
+                todos=tuple(PlanItem(t.content, t.status, t.priority) for t in event.todos),
                 raw=event.raw,
             )
         )

@@ -38,6 +38,7 @@ __all__ = [
     "ItemStarted",
     "ItemType",
     "ItemUpdated",
+    "PlanItem",
     "RequestEvent",
     "RequestOpened",
     "RequestResolved",
@@ -55,6 +56,7 @@ __all__ = [
     "TurnAborted",
     "TurnCompleted",
     "TurnEvent",
+    "TurnPlanUpdated",
     "TurnRetrying",
     "TurnStarted",
     "TurnStopFailed",
@@ -345,6 +347,29 @@ class TurnUsageUpdated(TurnEvent):
     type: Literal["turn.usage"] = "turn.usage"
 
 
+@dataclass(frozen=True, slots=True)
+class PlanItem:
+    """One entry of the agent's plan: ``status`` is ``pending``, ``in_progress``,
+    ``completed`` or ``cancelled`` and ``priority`` ``high``, ``medium`` or ``low`` in
+    OpenCode 1.18.34, passed on as the server says them."""
+
+    content: str
+    status: str
+    priority: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnPlanUpdated(Event):
+    """``turn.plan.updated``: the root agent wrote its todo list (OpenCode's ``todowrite``).
+
+    ``todos`` is the whole list each time (empty when the agent cleared it), in the
+    agent's order. A subagent's own list is not the turn's plan and is not sent.
+    """
+
+    type: Literal["turn.plan.updated"] = "turn.plan.updated"
+    todos: tuple[PlanItem, ...]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ItemStarted(ItemEvent):
     type: Literal["item.started"] = "item.started"
@@ -436,6 +461,7 @@ AnyEvent = (
     | TurnAborted
     | TurnRetrying
     | TurnUsageUpdated
+    | TurnPlanUpdated
     | TurnStopping
     | TurnStopped
     | TurnStopFailed

@@ -61,6 +61,13 @@ class CallTask:
 
 
 @dataclass(frozen=True)
+class CallTodo:
+    """The model calls ``todowrite`` with ``todos`` (each ``{content, status, priority}``)."""
+
+    todos: tuple[Mapping[str, str], ...]
+
+
+@dataclass(frozen=True)
 class CallQuestion:
     """The model calls the ``question`` tool with ``questions``."""
 
@@ -115,7 +122,7 @@ class Overflows:
     text: str
 
 
-Turn: TypeAlias = Say | CallBash | CallTask | CallQuestion | Hangs | Fails | Overflows
+Turn: TypeAlias = Say | CallBash | CallTask | CallTodo | CallQuestion | Hangs | Fails | Overflows
 """One model request's answer."""
 
 ENDS_A_RUN = (Say, Hangs, Fails)
@@ -312,6 +319,8 @@ def fake_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[fake.Ste
             steps.append(
                 fake.Task(turn.description, child, prompt=task_prompt(turn.description, child))
             )
+        elif isinstance(turn, CallTodo):
+            steps.append(fake.Tool("todowrite", {"todos": [dict(t) for t in turn.todos]}))
         elif isinstance(turn, CallQuestion):
             steps.append(fake.Question([dict(q) for q in turn.questions]))
         elif isinstance(turn, Hangs):
@@ -344,6 +353,9 @@ def model_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[scripte
             steps.append(
                 scripted.ToolCalls([scripted.task_call(turn.description, names[turn.child])])
             )
+        elif isinstance(turn, CallTodo):
+            todos = {"todos": [dict(t) for t in turn.todos]}
+            steps.append(scripted.ToolCalls([scripted.ToolCall("todowrite", todos)]))
         elif isinstance(turn, CallQuestion):
             call = scripted.ToolCall("question", {"questions": [dict(q) for q in turn.questions]})
             steps.append(scripted.ToolCalls([call]))

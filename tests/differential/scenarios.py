@@ -13,6 +13,7 @@ from .language import (
     CallBash,
     CallQuestion,
     CallTask,
+    CallTodo,
     Create,
     Fails,
     Hangs,
@@ -239,6 +240,35 @@ SCENARIOS: list[Scenario] = [
             Occurs(On("session.created", "root/0/0", {"info.parentID": ANY})),
             Before(idle("root/0/0"), tool("root/0", "task", "completed")),
             Before(idle("root/0"), tool("root", "task", "completed")),
+        ],
+    ),
+    Scenario(
+        # Measured on 1.18.34: todowrite sends todo.updated (the whole list) between
+        # its call's pending and running parts, for a subagent with the child's id.
+        "todo_lists",
+        [
+            titled("root"),
+            Prompt("root", "plan"),
+            WaitIdle("root"),
+            Prompt("root", "delegate"),
+            WaitIdle("root"),
+        ],
+        scripts={
+            "plan": [
+                CallTodo(({"content": "look", "status": "in_progress", "priority": "high"},)),
+                Say("planned"),
+            ],
+            "delegate": [CallTask("planner", "child"), Say("root done")],
+            "child": [
+                CallTodo(({"content": "step", "status": "pending", "priority": "low"},)),
+                Say("child done"),
+            ],
+        },
+        constraints=[
+            Occurs(On("todo.updated", "root"), 1, 1),
+            Occurs(On("todo.updated", "root/0"), 1, 1),
+            Before(tool("root", "todowrite", "pending"), On("todo.updated", "root")),
+            Before(On("todo.updated", "root"), tool("root", "todowrite", "running")),
         ],
     ),
     Scenario(

@@ -43,6 +43,10 @@ class Tool:
     ``output`` (the output so far; spread over a finite ``duration``), then
     ``completed`` with ``metadata {output, exit: 0, truncated: false}`` and the
     command as title. Empty output completes as ``"(no output)"``.
+
+    A ``todowrite`` tool sends ``todo.updated`` (its ``todos``) between ``pending`` and
+    ``running`` and, without ``output``, completes as the real one: the list as indented
+    JSON, ``metadata.todos``, and ``"<n> todos"`` (those not completed) as title.
     """
 
     tool: str

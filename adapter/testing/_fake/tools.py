@@ -139,6 +139,9 @@ class ToolSteps:
                 run, part, step.error, dict(step.metadata) if step.metadata else None
             )
             return
+        if step.tool == "todowrite" and step.output is None:
+            self.todos_written(run, part, step)
+            return
         output = step.output if step.output is not None else ""
         metadata: JSON = {}
         if step.tool == "read":
@@ -177,13 +180,43 @@ class ToolSteps:
         action = session_action(run.session, permission, patterns)
         if action == "ask":
             return await self.permission(run, Permission(permission, patterns, tool=step))
-        part = self._writer.tool_start(run, step.tool, step.input)
+        part = self._writer.tool_start(
+            run,
+            step.tool,
+            step.input,
+            before_running=self.todo_list(run, step) if step.tool == "todowrite" else None,
+        )
         await asyncio.sleep(0)
         if action == "deny":
             self._writer.tool_error(run, part, denied(run.session, permission), None)
         else:
             await self.run_tool_body(run, part, step)
         return True
+
+    def todo_list(self, run: Run, step: Tool) -> Callable[[JSON], JSON | None]:
+        """Measured on 1.18.34: ``todowrite`` sends ``todo.updated`` (the session's whole
+        list, as the call's input gives it) between the call's ``pending`` and
+        ``running`` parts."""
+
+        def announce(_pending: JSON) -> None:
+            todos = step.input.get("todos")
+            self._emit(
+                "todo.updated",
+                {"sessionID": run.session.id, "todos": todos if isinstance(todos, list) else []},
+            )
+
+        return announce
+
+    def todos_written(self, run: Run, part: JSON, step: Tool) -> None:
+        """Measured on 1.18.34: ``todowrite`` answers the list as indented JSON, with the
+        list in ``metadata.todos`` and ``"<n> todos"`` as title, n the ones not completed."""
+        todos = step.input.get("todos")
+        todos = todos if isinstance(todos, list) else []
+        open_ = sum(1 for t in todos if not isinstance(t, dict) or t.get("status") != "completed")
+        output = json.dumps(todos, indent=2, ensure_ascii=False)
+        metadata: JSON = {"todos": todos}
+        metadata.update(step.metadata or {})
+        self._writer.tool_completed(run, part, output, f"{open_} todos", metadata)
 
     async def task(self, run: Run, step: Task) -> None:
         parent = run.session
