@@ -25,14 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 import httpx
 
 from ._base._closing import AsyncClosing
-from ._base._ids import observe_message_id
+from ._base._tasks import first_of
 from ._client import OpenCodeClient
 from ._client._base_url import checked_base_url
 from ._client._inventory import ServerInventory
@@ -61,9 +60,9 @@ from ._stream._pump import EventPump
 from ._stream._pump_sink import PumpSink
 from ._stream._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from ._stream._translator import Translator
-from ._threads._compaction import newest_model, newest_summary
+from ._threads._compaction import summarize
 from ._threads._registry import AdapterCore, Limits
-from ._threads._resume import fork_into, parse_cursor
+from ._threads._resume import fork_into, observe_newest_message, parse_cursor
 from ._threads._session_owners import Ownership
 from ._threads._session_tree import SessionTree, build_tree
 from ._threads._stored_turns import turn_starts, unreverted
@@ -71,16 +70,21 @@ from ._threads._thread_state import ThreadState, TreeMembership
 from ._timeouts import Timeouts
 from ._turns._lifecycle import Lifecycle
 from ._turns._phases import ThreadPhase
-from ._turns._prompt_input import FilePart, PromptPart, build_prompt
+from ._turns._prompt_input import FilePart, PromptPart, build_prompt, parse_model
 from ._turns._running import Turns
-from ._types._events import RuntimeErrorEvent, RuntimeWarningEvent
-from ._types._permissions import PermissionRule, Permissions, describe, permission_rules
+from ._types._events import RuntimeWarningEvent
+from ._types._permissions import (
+    PermissionRule,
+    Permissions,
+    describe,
+    native_rules,
+    permission_rules,
+)
 from ._types._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
 
 __all__ = ["OpenCodeAdapter"]
 
 _log = get_logger("adapter")
-_MODEL = re.compile(r"^([^/\s]+)/(\S+)$")
 
 
 class OpenCodeAdapter(AsyncClosing):
@@ -312,7 +316,7 @@ class OpenCodeAdapter(AsyncClosing):
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidInputError("thread_id must be a non-empty string")
         if model is not None:
-            _parse_model(model)
+            parse_model(model)
         rules = permission_rules(permissions) if permissions is not None else None
         directory = normalise_directory(directory) if directory is not None else self._directory
         existing = self._core.threads.get(thread_id)
@@ -378,15 +382,15 @@ class OpenCodeAdapter(AsyncClosing):
                     forked = session.id
                 if rules is not None:
                     # PATCH appends; a preset starts with a catch-all, so it decides alone.
-                    await client.add_permission_rules(session.id, _native_rules(rules))
+                    await client.add_permission_rules(session.id, native_rules(rules))
                 session_id = session.id
             except NotFoundError:
                 warning = f"session {resumed_id} no longer exists; started a fresh session"
             else:
-                await _observe_newest_message(client, session_id)
+                await observe_newest_message(client, session_id)
         if session_id is None:
             session = await client.create_session(
-                title=title, permission=_native_rules(rules) if rules is not None else None
+                title=title, permission=native_rules(rules) if rules is not None else None
             )
             session_id = session.id
         thread = ThreadState(
@@ -406,7 +410,7 @@ class OpenCodeAdapter(AsyncClosing):
         core.strangers.clear()  # a new root can make yesterday's strangers ours
         try:
             async with asyncio.timeout(self._timeouts.connect):
-                await _first(pump.connected.wait(), thread.closed.wait(), core.closing.wait())
+                await first_of(pump.connected.wait(), thread.closed.wait(), core.closing.wait())
         except TimeoutError:
             await self._discard(thread)
             raise ConnectTimeoutError(
@@ -497,10 +501,10 @@ class OpenCodeAdapter(AsyncClosing):
         )
         if agent is not None and (not isinstance(agent, str) or not agent):
             raise InvalidInputError("agent must be a non-empty string")
-        parsed_model = _parse_model(model) if model is not None else None
+        parsed_model = parse_model(model) if model is not None else None
         thread = self._core.get(thread_id)
         if parsed_model is None and thread.model is not None:
-            parsed_model = _parse_model(thread.model)
+            parsed_model = parse_model(thread.model)
         await self._wait_ready(thread)
         return await self._turns.send(thread, prompt, parsed_model, agent)
 
@@ -513,7 +517,7 @@ class OpenCodeAdapter(AsyncClosing):
         rules = permission_rules(permissions)
         thread = self._core.get(thread_id)
         await self._wait_ready(thread)
-        await thread.client.add_permission_rules(thread.session_id, _native_rules(rules))
+        await thread.client.add_permission_rules(thread.session_id, native_rules(rules))
         thread.permissions = describe(permissions)
         return thread.info()
 
@@ -599,20 +603,12 @@ class OpenCodeAdapter(AsyncClosing):
         as a run began was taken as an ordinary message and the agent went on).
         """
         thread = self._core.get(thread_id)
-        chosen = _parse_model(model) if model is not None else None
+        chosen = parse_model(model) if model is not None else None
         if chosen is None and thread.model is not None:
-            chosen = _parse_model(thread.model)
+            chosen = parse_model(thread.model)
         await self._wait_ready(thread)
-        if chosen is None:
-            chosen = newest_model(await thread.client.messages(thread.session_id))
-        if chosen is None:
-            raise InvalidInputError(
-                "summarize_thread needs a model: pass model='provider/model' (the thread "
-                "has none and no message names one)"
-            )
         deadline = self._core.timeouts.summarize
-        await thread.client.summarize(thread.session_id, chosen, deadline=deadline)
-        return newest_summary(await thread.client.messages(thread.session_id))
+        return await summarize(thread.client, thread.session_id, chosen, deadline=deadline)
 
     # -- history ---------------------------------------------------------------
 
@@ -688,60 +684,10 @@ class OpenCodeAdapter(AsyncClosing):
         core = self._core
         if core.closed:
             return
-        core.server_dead = True
-        message = f"the OpenCode server exited (code {server.returncode})"
         _log.error("adapter.server_exited", returncode=server.returncode)
-        for thread in list(core.threads.values()):
-            core.emit(
-                RuntimeErrorEvent(
-                    thread_id=thread.thread_id, turn_id=thread.lifecycle.turn_id, message=message
-                )
-            )
-            thread.lifecycle.begin_close()
-            thread.closed.set()
-            if thread.interrupts.stop is not None and not thread.interrupts.stop.future.done():
-                thread.interrupts.stop.future.set_exception(ServerExitedError(message))
-                thread.interrupts.stop.future.exception()
-            if thread.submission.task is not None:
-                thread.submission.task.cancel()
-            thread.scope.cancel()
-            core.forget(thread)
-            thread.lifecycle.closed("server exited")
-            thread.finished.set()
+        message = f"the OpenCode server exited (code {server.returncode})"
+        core.server_exited(message)
         for future in self._starting.values():
             if not future.done():
                 future.set_exception(ServerExitedError(message))
                 future.exception()
-
-
-async def _first(*aws: Coroutine[Any, Any, Any]) -> None:
-    """Wait until the first of ``aws`` finishes; the others are cancelled and awaited."""
-    tasks = [asyncio.ensure_future(aw) for aw in aws]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _native_rules(rules: Sequence[PermissionRule]) -> list[dict[str, str]]:
-    return [rule.to_native() for rule in rules]
-
-
-def _parse_model(model: str) -> tuple[str, str]:
-    match = _MODEL.match(model) if isinstance(model, str) else None
-    if match is None:
-        raise InvalidInputError(f"model must look like 'provider/model', got {model!r:.80}")
-    return match.group(1), match.group(2)
-
-
-async def _observe_newest_message(client: OpenCodeClient, session_id: str) -> None:
-    """A resumed session's messages were minted by the server's clock before this
-    adapter saw any of them: its newest id is noted, so the first prompt sorts after it
-    (OpenCode up to 1.18.3 never answers a prompt that sorts below; see ``_ids``).
-    Best effort: without it, a server clock ahead of ours could leave that prompt
-    unanswered, as before."""
-    with contextlib.suppress(OpenCodeError):
-        for message in await client.messages(session_id, limit=1):
-            observe_message_id(message.info.id)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from .._logging import get_logger
 
-__all__ = ["TaskOwner", "TaskScope"]
+__all__ = ["TaskOwner", "TaskScope", "first_of"]
 
 T = TypeVar("T")
 _log = get_logger("adapter.tasks")
@@ -100,3 +100,14 @@ class TaskScope:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+
+
+async def first_of(*aws: Coroutine[Any, Any, Any]) -> None:
+    """Wait until the first of ``aws`` finishes; the others are cancelled and awaited."""
+    tasks = [asyncio.ensure_future(aw) for aw in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

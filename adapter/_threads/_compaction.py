@@ -26,9 +26,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .._client import OpenCodeClient
 from .._client._models import Message
+from .._exceptions import InvalidInputError
 
-__all__ = ["SUMMARIZED", "Compaction", "CompactionLedger", "newest_model", "newest_summary"]
+__all__ = [
+    "SUMMARIZED",
+    "Compaction",
+    "CompactionLedger",
+    "newest_model",
+    "newest_summary",
+    "summarize",
+]
 
 SUMMARIZED = "summarized: the session was compacted (summarize) and the agent's run ended there"
 """``turn.aborted`` reason of a turn that a manual compaction cut short."""
@@ -120,3 +129,20 @@ def newest_model(messages: Sequence[Message]) -> tuple[str, str] | None:
         if isinstance(pair[0], str) and pair[0] and isinstance(pair[1], str) and pair[1]:
             return pair[0], pair[1]
     return None
+
+
+async def summarize(
+    client: OpenCodeClient, session_id: str, model: tuple[str, str] | None, *, deadline: float
+) -> str | None:
+    """Compact the root ``session_id`` with ``model`` (else the one its newest message
+    used) and return the summary's text, ``None`` if none was written."""
+    chosen = model
+    if chosen is None:
+        chosen = newest_model(await client.messages(session_id))
+    if chosen is None:
+        raise InvalidInputError(
+            "summarize_thread needs a model: pass model='provider/model' (the thread "
+            "has none and no message names one)"
+        )
+    await client.summarize(session_id, chosen, deadline=deadline)
+    return newest_summary(await client.messages(session_id))

@@ -18,12 +18,17 @@ import httpx
 
 from .._base._tasks import TaskOwner
 from .._client import OpenCodeClient
-from .._exceptions import AdapterClosedError, SessionClosedError, UnknownThreadError
+from .._exceptions import (
+    AdapterClosedError,
+    ServerExitedError,
+    SessionClosedError,
+    UnknownThreadError,
+)
 from .._logging import get_logger
 from .._stream._hub import EventHub
 from .._stream._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from .._timeouts import Timeouts
-from .._types._events import Event
+from .._types._events import Event, RuntimeErrorEvent
 from ._thread_state import ThreadState
 
 __all__ = ["AdapterCore", "BoundedSet", "Limits"]
@@ -133,3 +138,27 @@ class AdapterCore:
             if self.owner.get(sid) is thread:
                 del self.owner[sid]
         thread.closed.set()
+
+    def server_exited(self, message: str) -> None:
+        """The server the adapter started has exited: every thread ends now, each told
+        why (``runtime.error``, then ``session.exited``), its pending stop failed with
+        :class:`ServerExitedError`, its tasks cancelled."""
+        self.server_dead = True
+        for thread in list(self.threads.values()):
+            self.emit(
+                RuntimeErrorEvent(
+                    thread_id=thread.thread_id, turn_id=thread.lifecycle.turn_id, message=message
+                )
+            )
+            thread.lifecycle.begin_close()
+            thread.closed.set()
+            stop = thread.interrupts.stop
+            if stop is not None and not stop.future.done():
+                stop.future.set_exception(ServerExitedError(message))
+                stop.future.exception()
+            if thread.submission.task is not None:
+                thread.submission.task.cancel()
+            thread.scope.cancel()
+            self.forget(thread)
+            thread.lifecycle.closed("server exited")
+            thread.finished.set()

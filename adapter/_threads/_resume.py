@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._base._ids import is_session_id
+from .._base._ids import is_session_id, observe_message_id
 from .._exceptions import (
     InvalidInputError,
     NotFoundError,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .._client import OpenCodeClient
     from .._client._models import Session
 
-__all__ = ["Cursor", "cursor_of", "fork_into", "parse_cursor"]
+__all__ = ["Cursor", "cursor_of", "fork_into", "observe_newest_message", "parse_cursor"]
 
 SCHEMA = 1
 
@@ -129,3 +129,14 @@ def _cannot_move(fork_id: str, cause: OpenCodeError | None) -> RequestError:
         server_message=cause.server_message if isinstance(cause, RequestError) else None,
         session_id=fork_id,
     )
+
+
+async def observe_newest_message(client: OpenCodeClient, session_id: str) -> None:
+    """A resumed session's messages were minted by the server's clock before this
+    adapter saw any of them: its newest id is noted, so the first prompt sorts after it
+    (OpenCode up to 1.18.3 never answers a prompt that sorts below; see ``_ids``).
+    Best effort: without it, a server clock ahead of ours could leave that prompt
+    unanswered, as before."""
+    with contextlib.suppress(OpenCodeError):
+        for message in await client.messages(session_id, limit=1):
+            observe_message_id(message.info.id)

@@ -42,6 +42,7 @@ __all__ = [
     "build_prompt",
     "file_part",
     "image_part",
+    "parse_model",
     "text_part",
 ]
 
@@ -333,3 +334,15 @@ def _guess_mime(path: str, data: bytes) -> str:
     except UnicodeDecodeError:
         return guessed or "application/octet-stream"
     return "text/plain"
+
+
+_MODEL = re.compile(r"^([^/\s]+)/(\S+)$")
+
+
+def parse_model(model: str) -> tuple[str, str]:
+    """``"provider/model"`` as OpenCode's ``(providerID, modelID)``; anything else is
+    :class:`InvalidInputError`."""
+    match = _MODEL.match(model) if isinstance(model, str) else None
+    if match is None:
+        raise InvalidInputError(f"model must look like 'provider/model', got {model!r:.80}")
+    return match.group(1), match.group(2)

@@ -36,6 +36,7 @@ __all__ = [
     "PermissionRule",
     "Permissions",
     "describe",
+    "native_rules",
     "permission_rules",
 ]
 
@@ -125,3 +126,8 @@ def describe(permissions: object) -> str | tuple[PermissionRule, ...]:
     if isinstance(permissions, str):
         return permissions
     return permission_rules(permissions)
+
+
+def native_rules(rules: Sequence[PermissionRule]) -> list[dict[str, str]]:
+    """Rules as OpenCode's ``permission`` field takes them."""
+    return [rule.to_native() for rule in rules]
