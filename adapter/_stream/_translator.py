@@ -15,6 +15,7 @@ Nothing here awaits: the state read and written for one event is consistent.
 
 from __future__ import annotations
 
+from .._client._models import Part
 from .._client._native import (
     MessageUpdated,
     NativeEvent,
@@ -37,6 +38,7 @@ from .._requests._pending import Requests
 from .._threads._registry import AdapterCore
 from .._threads._session_owners import Ownership
 from .._threads._thread_state import ThreadState
+from .._turns._background import delivered_result, started_child
 from .._turns._running import Turns
 from .._types._events import (
     PlanItem,
@@ -83,7 +85,10 @@ class Translator:
         # `type(event) is`, most frequent types first: this runs for every event, and
         # each class pattern of a `match` is an isinstance call (the records are final).
         if type(event) is PartUpdated:
-            self._part(thread, event.part, event)
+            part = event.part
+            self._part(thread, part, event)
+            if turn is not None and (part.tool == "task" or part.type == "text"):
+                self._background(thread, part)
         elif type(event) is MessageUpdated:
             if root:
                 if event.summary:
@@ -94,6 +99,8 @@ class Translator:
         elif type(event) is SessionStatusChanged:
             if root:
                 self._turns.root_status(thread, event.status, event.raw)
+            elif event.status.type == "idle" and turn is not None:
+                self._turns.child_idle(thread, sid)
         elif type(event) is SessionUpdated or type(event) is SessionCreated:
             if root:
                 self._title(thread, event)
@@ -102,9 +109,13 @@ class Translator:
         elif type(event) is SessionIdle:
             if root:
                 self._turns.root_idle(thread)
+            elif turn is not None:
+                self._turns.child_idle(thread, sid)
         elif type(event) is SessionErrored:
             if root:
                 self._root_error(thread, event)
+            elif event.error is not None and event.error.name == "MessageAbortedError":
+                self._turns.child_aborted(thread, sid)
         elif type(event) is SessionCompacted:
             if root:
                 self._compacted(thread, event)
@@ -119,6 +130,18 @@ class Translator:
         elif type(event) is TodoUpdated and root:
             # Only the root's list: a subagent's is its own work, not the turn's plan.
             self._plan(thread, event)
+
+    def _background(self, thread: ThreadState, part: Part) -> None:
+        """Background subagents (:mod:`adapter._turns._background`): a ``task`` call that
+        started one, and the synthetic message that hands its result to its parent."""
+        if part.tool == "task":
+            child = started_child(part)
+            if child is not None:
+                self._turns.background_started(thread, part.session_id, child)
+        else:
+            result = delivered_result(part)
+            if result is not None:
+                self._turns.result_delivered(thread, result[0])
 
     def _unowned(self, event: NativeEvent) -> None:
         """An event of a session no thread owns: a child being born, or a request of

@@ -33,6 +33,7 @@ class TurnPhase(StrEnum):
     AWAITING_ECHO = "awaiting_echo"  # a prompt of the turn is not echoed by the server yet
     STREAMING = "streaming"  # every prompt echoed; the server is running the turn
     SETTLING = "settling"  # the root went idle; confirming with /session/status
+    BACKGROUND = "background"  # the root is idle; background subagents of the turn work
     ENDED = "ended"  # completed, failed or aborted: emitted exactly once
 
 
@@ -56,9 +57,18 @@ THREAD_TRANSITIONS: Mapping[ThreadPhase, frozenset[ThreadPhase]] = {
 
 TURN_TRANSITIONS: Mapping[TurnPhase, frozenset[TurnPhase]] = {
     TurnPhase.AWAITING_ECHO: frozenset({TurnPhase.STREAMING, TurnPhase.ENDED}),
-    TurnPhase.STREAMING: frozenset({TurnPhase.AWAITING_ECHO, TurnPhase.SETTLING, TurnPhase.ENDED}),
+    TurnPhase.STREAMING: frozenset(
+        {TurnPhase.AWAITING_ECHO, TurnPhase.SETTLING, TurnPhase.BACKGROUND, TurnPhase.ENDED}
+    ),
     # Settling goes back to streaming when the root is busy again (a follow-up
     # the server ran as a second run), or to awaiting an echo on a new steer.
-    TurnPhase.SETTLING: frozenset({TurnPhase.AWAITING_ECHO, TurnPhase.STREAMING, TurnPhase.ENDED}),
+    TurnPhase.SETTLING: frozenset(
+        {TurnPhase.AWAITING_ECHO, TurnPhase.STREAMING, TurnPhase.BACKGROUND, TurnPhase.ENDED}
+    ),
+    # Waiting on background subagents: the root runs again on a child's result (or a
+    # steer), or the turn ends once none is left and nothing is owed.
+    TurnPhase.BACKGROUND: frozenset(
+        {TurnPhase.AWAITING_ECHO, TurnPhase.STREAMING, TurnPhase.ENDED}
+    ),
     TurnPhase.ENDED: frozenset(),
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from .._base._ids import mint_message_id, observe_message_id
@@ -42,6 +42,7 @@ from .._threads._registry import AdapterCore
 from .._threads._thread_state import ThreadState
 from .._types._events import RetryStatus, RuntimeWarningEvent
 from .._types._records import TurnStart
+from ._background import delivered_result, started_child
 from ._lifecycle import TurnEnding
 from ._phases import TurnPhase
 from ._prompt_input import Prompt
@@ -313,7 +314,7 @@ class Turns:
             thread.lifecycle.retrying(turn, None, {})
         if status.is_busy:
             turn.idle_before_echo = False  # a run began: its own idle is still to come
-        if status.is_busy and turn.phase is TurnPhase.SETTLING:
+        if status.is_busy and turn.phase in (TurnPhase.SETTLING, TurnPhase.BACKGROUND):
             thread.lifecycle.advance(turn, TurnPhase.STREAMING)  # a second run began
         elif status.type == "idle":
             self.root_idle(thread)
@@ -428,12 +429,13 @@ class Turns:
             return
         while True:
             idles = turn.idles
-            status = await self._status(thread.client, thread)
+            statuses = await self._ask(thread, thread.client.status, "GET /session/status")
             if thread.turn is not turn or thread.interrupts.stop is not None:
                 return
-            if status is None:
+            if statuses is None:
                 self._status_unanswered(thread, turn)
                 return
+            status = statuses.get(thread.session_id, SessionStatus("idle"))
             if not status.is_busy:
                 break
             if turn.idles != idles and turn.phase is TurnPhase.SETTLING:
@@ -467,7 +469,80 @@ class Turns:
                 # come): settling, so that the watchdog bounds the wait (Timeouts.echo).
                 thread.lifecycle.advance(turn, TurnPhase.SETTLING)
             return
+        if self._owes_background(thread, turn, statuses):
+            if turn.phase is not TurnPhase.BACKGROUND:
+                thread.lifecycle.advance(turn, TurnPhase.BACKGROUND)
+            return
         self._end_settled(thread, turn)
+
+    def _owes_background(
+        self, thread: ThreadState, turn: Turn, statuses: Mapping[str, SessionStatus]
+    ) -> bool:
+        """Whether the idle root's turn still waits on background subagents: one of them
+        works, a result is owed to its parent, or a session of the tree runs on one.
+        A child the status shows idle has ended even if its idle event was lost; a
+        result the server never delivered within ``Timeouts.echo`` is given up, with a
+        warning, so the turn cannot wait forever."""
+        work = turn.background
+        if not work.started:
+            return False
+        for child in list(work.running):
+            if not statuses.get(child, SessionStatus("idle")).is_busy:
+                work.ended(child)
+        overdue = work.overdue(time.monotonic(), self._core.timeouts.echo)
+        for child in overdue:
+            work.due.pop(child, None)
+            self._core.emit(
+                RuntimeWarningEvent(
+                    thread_id=thread.thread_id,
+                    turn_id=turn.turn_id,
+                    message=(
+                        f"background subagent {child} ended but its result did not reach "
+                        f"its parent within {self._core.timeouts.echo:g} s; the turn ends "
+                        "without it"
+                    ),
+                )
+            )
+        tree_busy = any(statuses[sid].is_busy for sid in thread.tree.sessions if sid in statuses)
+        return work.outstanding or tree_busy
+
+    # -- background subagents (adapter._turns._background) --------------------------------
+
+    def background_started(self, thread: ThreadState, parent: str, child: str) -> None:
+        """A ``task`` call of the tree started ``child`` in the background."""
+        turn = thread.turn
+        if turn is not None and thread.interrupts.stop is None and not thread.closing:
+            turn.background.start(child, parent)
+
+    def child_aborted(self, thread: ThreadState, child: str) -> None:
+        """OpenCode announced ``child``'s abort: it owes its parent no result."""
+        turn = thread.turn
+        if turn is not None:
+            turn.background.abort_seen(child)
+
+    def child_idle(self, thread: ThreadState, child: str) -> None:
+        """A session of the tree other than the root went idle."""
+        turn = thread.turn
+        if turn is None or not turn.background.ended(child):
+            return
+        self._recheck_background(thread, turn)
+
+    def children_stopped(self, thread: ThreadState, children: frozenset[str]) -> None:
+        """The adapter stopped ``children`` alone: no result of theirs is owed."""
+        turn = thread.turn
+        if turn is not None and turn.background.stopped(children):
+            self._recheck_background(thread, turn)
+
+    def result_delivered(self, thread: ThreadState, child: str) -> None:
+        """A parent of the tree received the synthetic result of background ``child``."""
+        turn = thread.turn
+        if turn is not None and turn.background.delivered(child):
+            turn.touch()
+            self._recheck_background(thread, turn)
+
+    def _recheck_background(self, thread: ThreadState, turn: Turn) -> None:
+        if turn.phase is TurnPhase.BACKGROUND and thread.interrupts.stop is None:
+            self._schedule_check(thread, turn)
 
     async def _read_stored(self, thread: ThreadState, turn: Turn) -> Sequence[Message] | None:
         """The root's stored messages, absorbed into ``turn``; ``None`` when the server
@@ -523,6 +598,10 @@ class Turns:
             for part in message.parts:
                 if part.type == "compaction":
                     thread.compactions.requested(info.id, auto=part.raw.get("auto") is True)
+                elif (result := delivered_result(part)) is not None:
+                    turn.background.delivered(result[0])
+                elif (child := started_child(part)) is not None:
+                    turn.background.start(child, thread.session_id)
             if info.raw.get("summary") is True:
                 thread.compactions.summary_message(info.id, info.parent_id)
             if info.role == "user":
@@ -600,8 +679,14 @@ class Turns:
             quiet = time.monotonic() - turn.last_activity
             if turn.phase is TurnPhase.AWAITING_ECHO and quiet > timeouts.echo:
                 await self._echo_overdue(thread, turn)
-            elif quiet > self.quiet_check_after or (
-                turn.phase is TurnPhase.SETTLING and quiet > timeouts.echo
+            elif (
+                quiet > self.quiet_check_after
+                or (turn.phase is TurnPhase.SETTLING and quiet > timeouts.echo)
+                or (
+                    turn.phase is TurnPhase.BACKGROUND
+                    and turn.background.due
+                    and quiet > timeouts.echo
+                )
             ):
                 turn.touch()
                 if turn.phase is TurnPhase.SETTLING and turn.all_echoed and not turn.run_finished:

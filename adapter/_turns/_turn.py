@@ -21,6 +21,7 @@ from .._base._tasks import TaskScope
 from .._stop._partial_collector import PartialCollector
 from .._stream._seen_text import SeenText
 from .._types._events import RetryStatus
+from ._background import BackgroundTasks
 from ._phases import TurnPhase
 
 __all__ = ["Turn"]
@@ -61,6 +62,9 @@ class Turn:
     #: turn reads the stored messages before it ends (a settle after an idle may run
     #: before the reconnection's own reconcile, with every answer seen).
     missed_events: bool = False
+    #: Background subagents the turn started: it stays open until they ended and the
+    #: root answered their results (:mod:`adapter._turns._background`).
+    background: BackgroundTasks = field(default_factory=BackgroundTasks)
     retry: RetryStatus | None = None
     started_at: float = field(default_factory=time.monotonic)
     last_activity: float = field(default_factory=time.monotonic)

@@ -1,0 +1,132 @@
+"""Background subagents on a real ``opencode serve`` (``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS``):
+the turn stays open while a background child works, the root's run on the child's result
+reaches the host in that same turn, and a stop ends it all with nothing run again.
+
+Measured on 1.18.34 (``docs/adapter.md``, "Background subagents"): the root's ``task`` call
+completes at once, the root answers and goes idle while the child works; when the child ends
+on its own, OpenCode writes ``<task id=… state="completed">`` into the root and runs it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from adapter import OpenCodeAdapter
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer
+from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
+from tests.adapter_support import Recorder
+from tests.real.conftest import adapter_on
+
+pytestmark = pytest.mark.real
+
+T = "thread"
+FLAG = {"OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS": "true"}
+
+
+@pytest.fixture(scope="module")
+def background_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A real server with background subagents on (one start for this module)."""
+    with RealOpenCodeServer(scripted_model.base_url, extra_env=FLAG) as server:
+        yield server
+
+
+def background_task(description: str, script: str) -> ToolCall:
+    prompt = f"Subtask: {description}. {script_marker(script)}"
+    arguments = {
+        "description": description,
+        "prompt": prompt,
+        "subagent_type": "general",
+        "background": True,
+    }
+    return ToolCall("task", arguments)
+
+
+def script_background_turn(
+    model: ScriptedModelServer, name: str, *, child_seconds: float
+) -> None:
+    model.script(
+        name,
+        [
+            ToolCalls([background_task("in the background", f"{name}-child")]),
+            Text("root answered at once"),
+            Text("root ran on the result"),
+        ],
+    )
+    model.script(
+        f"{name}-child",
+        [
+            ToolCalls(
+                [ToolCall("bash", {"command": f"sleep {child_seconds}", "description": "work"})]
+            ),
+            Text("child done"),
+        ],
+    )
+
+
+async def test_a_turn_stays_open_until_its_background_child_ended_and_the_root_answered_it(
+    background_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    name = unique_name
+    script_background_turn(scripted_model, name, child_seconds=2)
+    async with adapter_on(background_server) as oc:
+        rec = Recorder(oc)
+        await oc.start_session(T, title=name)
+        turn = await oc.send_turn(T, "go " + script_marker(name))
+        # The root answered and went idle, the child still works: the turn is running.
+        await rec.wait_for(
+            "content.delta",
+            lambda e: "root answered at once" in text_of(rec, turn.turn_id),
+            timeout=60,
+        )
+        assert oc.session_info(T).status == "running"
+        done = await rec.wait_for(
+            "turn.completed", lambda e: e.turn_id == turn.turn_id, timeout=60
+        )
+        await rec.close()
+    text = text_of(rec, turn.turn_id)
+    assert "root answered at once" in text and "root ran on the result" in text
+    assert text.index("root answered at once") < text.index("root ran on the result")
+    assert [e.turn_id for e in rec.of("turn.started", T)] == [turn.turn_id]
+    assert done.usage.subagents == 1
+
+
+async def test_interrupting_a_turn_whose_background_child_works_stops_it_and_nothing_runs_again(
+    background_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    name = unique_name
+    script_background_turn(scripted_model, name, child_seconds=30)
+    async with adapter_on(background_server) as oc:
+        rec = Recorder(oc)
+        await oc.start_session(T, title=name)
+        turn = await oc.send_turn(T, "go " + script_marker(name))
+        started = await rec.wait_for("child.started", timeout=60)
+        await rec.wait_for(
+            "content.delta",
+            lambda e: "root answered at once" in text_of(rec, turn.turn_id),
+            timeout=60,
+        )
+        result = await oc.interrupt_turn(T)
+        assert result.stop is not None and result.stop.ok
+        assert started.session_id in result.stop.session_ids
+        tree = await oc.session_tree(T)
+        assert all(node.status == "idle" for node in tree.sessions)
+        await _no_rerun(oc, scripted_model, name)
+        await rec.close()
+    assert rec.types(T).count("turn.aborted") == 1
+    assert "root ran on the result" not in text_of(rec, turn.turn_id)
+
+
+def text_of(rec: Recorder, turn_id: str) -> str:
+    """The root's answer text of ``turn_id`` as the host received it."""
+    deltas = rec.of("content.delta", T)
+    return "".join(
+        e.delta for e in deltas if e.turn_id == turn_id and e.stream == "assistant_text"
+    )
+
+
+async def _no_rerun(oc: OpenCodeAdapter, model: ScriptedModelServer, name: str) -> None:
+    """The root's third step (its run on the child's result) is never asked for."""
+    root_steps = [r for r in model.requests if r.script == name and not r.is_title]
+    assert len(root_steps) == 2, [r.step for r in root_steps]
