@@ -1,6 +1,7 @@
-"""Background subagents on a real ``opencode serve`` (``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS``):
-the turn stays open while a background child works, the root's run on the child's result
-reaches the host in that same turn, and a stop ends it all with nothing run again.
+"""Background subagents on a real ``opencode serve``
+(``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS``): the turn stays open while a background
+child works, the root's run on the child's result reaches the host in that same turn, and
+a stop ends it all with nothing run again.
 
 Measured on 1.18.34 (``docs/adapter.md``, "Background subagents"): the root's ``task`` call
 completes at once, the root answers and goes idle while the child works; when the child ends
@@ -43,9 +44,7 @@ def background_task(description: str, script: str) -> ToolCall:
     return ToolCall("task", arguments)
 
 
-def script_background_turn(
-    model: ScriptedModelServer, name: str, *, child_seconds: float
-) -> None:
+def script_background_turn(model: ScriptedModelServer, name: str, *, child_seconds: float) -> None:
     model.script(
         name,
         [
@@ -81,9 +80,7 @@ async def test_a_turn_stays_open_until_its_background_child_ended_and_the_root_a
             timeout=60,
         )
         assert oc.session_info(T).status == "running"
-        done = await rec.wait_for(
-            "turn.completed", lambda e: e.turn_id == turn.turn_id, timeout=60
-        )
+        done = await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id, timeout=60)
         await rec.close()
     text = text_of(rec, turn.turn_id)
     assert "root answered at once" in text and "root ran on the result" in text
@@ -121,9 +118,7 @@ async def test_interrupting_a_turn_whose_background_child_works_stops_it_and_not
 def text_of(rec: Recorder, turn_id: str) -> str:
     """The root's answer text of ``turn_id`` as the host received it."""
     deltas = rec.of("content.delta", T)
-    return "".join(
-        e.delta for e in deltas if e.turn_id == turn_id and e.stream == "assistant_text"
-    )
+    return "".join(e.delta for e in deltas if e.turn_id == turn_id and e.stream == "assistant_text")
 
 
 async def _no_rerun(oc: OpenCodeAdapter, model: ScriptedModelServer, name: str) -> None:
