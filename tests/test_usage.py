@@ -29,6 +29,8 @@ T = "thread-1"
 #: Per million tokens; a fake step (10 input, 5 output tokens) then costs 0.02.
 PRICE = {"input": 1000.0, "output": 2000.0}
 STEP = SessionUsage(input_tokens=10, output_tokens=5, cost=0.02)
+#: The context meter after a root step: its 15 tokens of the fake model's 128000.
+METER = (15, 128000)
 
 
 @pytest.fixture
@@ -139,7 +141,7 @@ async def test_a_second_turn_counts_only_its_own_messages(
     first = rec.of("turn.completed")[0]
     second = await rec.wait_for("turn.completed", lambda e: e is not first)
     assert second.usage == TurnUsage.of_sessions(
-        info.session_id, {info.session_id: STEP}, complete=True
+        info.session_id, {info.session_id: STEP}, complete=True, context=METER
     )
     assert second.usage.subagents == 0
 
@@ -190,7 +192,7 @@ async def test_a_failed_step_makes_the_usage_incomplete(
     done = await rec.wait_for("turn.completed")
     assert done.state == "failed"
     assert done.usage == TurnUsage.of_sessions(
-        info.session_id, {info.session_id: STEP}, complete=False
+        info.session_id, {info.session_id: STEP}, complete=False, context=METER
     )
 
 
@@ -250,7 +252,11 @@ async def test_the_partial_result_round_trips_its_usage(
         "message.updated", lambda e: e["properties"]["info"].get("finish") is not None, since=0
     )
     result = await oc.interrupt_turn(T)
+    aborted = await rec.wait_for("turn.aborted")
     assert result.usage.output_tokens == 5
+    # The context meter of the last finished root step (see tests/test_context_meter.py).
+    assert (result.usage.context_tokens, result.usage.context_limit) == METER
+    assert aborted.usage == result.usage
     again = PartialResult.from_dict(result.partial.to_dict())
     assert again.usage == result.usage
     # A stored result from before usage existed reads back with none.

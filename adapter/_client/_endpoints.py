@@ -20,6 +20,7 @@ from .._base._ids import path_segment, validate_id
 from .._exceptions import InvalidInputError, ProtocolError
 from ._base_url import checked_base_url, is_loopback
 from ._calls import Call, Caller
+from ._context_limits import ContextLimits
 from ._event_stream import open_event_stream
 from ._event_wire import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
 from ._inventory import (
@@ -114,6 +115,8 @@ class OpenCodeClient(AsyncClosing):
             retry=self.retry,
             max_response_bytes=max_response_bytes,
         )
+        #: Each model's ``limit.context``, read once for the turns' context meter.
+        self.context_limits = ContextLimits(self.models, timeout)
 
     def __repr__(self) -> str:
         auth = "basic" if self._has_password else "none"

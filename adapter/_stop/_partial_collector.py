@@ -54,7 +54,7 @@ from .._types._partial_result import (
     SessionPartial,
     ToolCallResult,
 )
-from .._types._usage import TurnUsage, UsageMeter
+from .._types._usage import ContextLimit, TurnUsage, UsageMeter
 from ._truncation import Slot, bound_input, cut_utf8, join_bounded, pop_high_half, utf8
 
 __all__ = ["BASH_ABORT_MARKER", "PartialCollector"]
@@ -192,7 +192,8 @@ class PartialCollector:
     it in, so its events and this result agree. In any other session of the
     tree (subagents started during the turn) every message counts. Whatever
     the rule, user messages and the summary message of a compaction are never
-    part of the result.
+    part of the result. ``context_limit`` gives a model's context limit for the
+    usage's context meter (see :class:`~adapter.TurnUsage`).
 
     Bounds, so a runaway tool or a hostile stream cannot exhaust memory:
     each stored output, error, text part and tool input is cut at
@@ -218,6 +219,7 @@ class PartialCollector:
         max_calls: int = 10_000,
         belongs: Callable[[str], bool] | None = None,
         counts: Callable[[str], bool] | None = None,
+        context_limit: ContextLimit | None = None,
     ) -> None:
         try:
             validate_id("ses", root_session_id)
@@ -246,7 +248,9 @@ class PartialCollector:
         self._belongs = belongs
         #: Whose spend is the turn's (a root message id -> bool); default ``belongs``.
         self._counts = counts or belongs
-        self._usage = UsageMeter(root_session_id, max_messages=max_calls)
+        self._usage = UsageMeter(
+            root_session_id, max_messages=max_calls, context_limit=context_limit
+        )
         for message_id in turn_message_ids:
             self.add_turn_message(message_id)
 

@@ -102,6 +102,7 @@ class Turns:
                         max_output_bytes=core.limits.max_output_bytes,
                         belongs=ledger.output_of(turn_id),
                         counts=ledger.spend_of(turn_id),
+                        context_limit=lambda p, m: thread.client.context_limits.get(p, m),
                     ),
                     scope=core.tasks.scope(f"turn:{thread.thread_id}"),
                 )
@@ -192,6 +193,9 @@ class Turns:
         agent: str | None,
     ) -> None:
         submit = self._core.timeouts.submit
+        # The context meter's limits, before the run can finish a step (read once per
+        # client; a failure leaves them unknown and never stops the prompt).
+        await thread.client.context_limits.ensure(model)
         try:
             async with asyncio.timeout(submit):
                 await thread.client.prompt_async(

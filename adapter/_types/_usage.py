@@ -22,6 +22,14 @@ and cost; when its step finishes, the ``step-finish`` part and two
 a stop (or a failure) cuts short ends with an error and zero figures, even if its
 model call had streamed a tool call: OpenCode records nothing for it, and neither
 can the adapter (``TurnUsage.complete`` is then ``False``).
+
+The context meter (``TurnUsage.context_tokens``/``context_limit``) is counted as
+OpenCode's own UI counts it (read in its TUI's session header and sidebar): the
+session's last assistant message whose ``tokens.output`` is above zero, its input +
+output + reasoning + cache read + cache write tokens, against the ``limit.context``
+that ``GET /config/providers`` gives for that message's ``providerID``/``modelID``.
+Here the session is the root and the messages are the turn's: a subagent's context
+is its own and never fills the root's.
 """
 
 from __future__ import annotations
@@ -77,6 +85,17 @@ class SessionUsage:
             usage.cost,
         )
 
+    @property
+    def total_tokens(self) -> int:
+        """Input, output, reasoning and cache tokens together."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.reasoning_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return field_values(self)
 
@@ -103,13 +122,23 @@ _NOTHING = SessionUsage()
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnUsage:
     """Tokens and cost of a turn: the root's assistant messages of the turn plus every
-    assistant message of the subagent sessions it started, summed.
+    assistant message of the subagent sessions it started, summed; and how full the
+    root's context is.
 
     ``by_session`` maps each session of the tree that has an assistant message in
     the turn (the root first) to its own figures. ``complete`` is ``False`` when
     some step of the turn never finished (a stop or a failure cut it short, or it
     still runs): OpenCode records no tokens for such a step. ``subagents`` is how
     many sessions other than the root are in ``by_session``.
+
+    ``context_tokens`` is how much of the model's context the root's latest finished
+    step of the turn used, counted as OpenCode's UI counts it: input + output +
+    reasoning + cache read + cache write tokens of the root's last assistant message
+    of the turn whose output is above zero (``None`` before one finished). Only the
+    root's: a subagent has its own context. ``context_limit`` is the ``limit.context``
+    of the model that step used, from ``GET /config/providers`` (read once per client);
+    ``None`` when that is unknown (the model is not listed, its limit is 0, or the
+    read failed) or no root step finished.
     """
 
     input_tokens: int = 0
@@ -121,26 +150,42 @@ class TurnUsage:
     by_session: Mapping[str, SessionUsage] = field(default_factory=lambda: MappingProxyType({}))
     complete: bool = True
     subagents: int = 0
+    context_tokens: int | None = None
+    context_limit: int | None = None
 
     @property
     def total_tokens(self) -> int:
         """Input, output, reasoning and cache tokens together."""
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.reasoning_tokens
-            + self.cache_read_tokens
-            + self.cache_write_tokens
+        return self._totals().total_tokens
+
+    def _totals(self) -> SessionUsage:
+        return SessionUsage(
+            self.input_tokens,
+            self.output_tokens,
+            self.reasoning_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.cost,
         )
 
     @classmethod
     def of_sessions(
-        cls, root_session_id: str, sessions: Mapping[str, SessionUsage], *, complete: bool
+        cls,
+        root_session_id: str,
+        sessions: Mapping[str, SessionUsage],
+        *,
+        complete: bool,
+        context: tuple[int | None, int | None] = (None, None),
     ) -> TurnUsage:
+        """The sum of ``sessions``; ``context`` is ``(context_tokens, context_limit)``."""
         ordered = dict(sorted(sessions.items(), key=lambda kv: kv[0] != root_session_id))
         subagents = sum(1 for sid in ordered if sid != root_session_id)
         return cls._of_total(
-            sum(ordered.values(), _NOTHING), ordered, complete=complete, subagents=subagents
+            sum(ordered.values(), _NOTHING),
+            ordered,
+            complete=complete,
+            subagents=subagents,
+            context=context,
         )
 
     @classmethod
@@ -151,6 +196,7 @@ class TurnUsage:
         *,
         complete: bool,
         subagents: int,
+        context: tuple[int | None, int | None],
     ) -> TurnUsage:
         return cls(
             input_tokens=total.input_tokens,
@@ -162,21 +208,18 @@ class TurnUsage:
             by_session=MappingProxyType(by_session),
             complete=complete,
             subagents=subagents,
+            context_tokens=context[0],
+            context_limit=context[1],
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            **SessionUsage(
-                self.input_tokens,
-                self.output_tokens,
-                self.reasoning_tokens,
-                self.cache_read_tokens,
-                self.cache_write_tokens,
-                self.cost,
-            ).to_dict(),
+            **self._totals().to_dict(),
             "by_session": {sid: usage.to_dict() for sid, usage in self.by_session.items()},
             "complete": self.complete,
             "subagents": self.subagents,
+            "context_tokens": self.context_tokens,
+            "context_limit": self.context_limit,
         }
 
     @classmethod
@@ -194,7 +237,21 @@ class TurnUsage:
             sessions,
             complete=data.get("complete", True) is not False,
             subagents=subagents if isinstance(subagents, int) else 0,
+            context=(_count_or_none(data, "context_tokens"), _count_or_none(data, "context_limit")),
         )
+
+
+def _count_or_none(data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def _model_of(info: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The ``(providerID, modelID)`` an assistant message's ``info`` names, if both."""
+    provider, model = info.get("providerID"), info.get("modelID")
+    return (provider, model) if isinstance(provider, str) and isinstance(model, str) else None
 
 
 @dataclass(slots=True)
@@ -202,6 +259,11 @@ class _Spent:
     usage: SessionUsage
     parent_id: str | None
     finished: bool
+    model: tuple[str, str] | None
+
+
+#: A model's context limit: (provider id, model id) -> ``limit.context`` or ``None``.
+ContextLimit = Callable[[str, str], int | None]
 
 
 #: Decides whether an assistant message's spend is the turn's:
@@ -214,24 +276,34 @@ class UsageMeter:
 
     Bounded like the collector that owns it: at most ``max_messages`` messages
     are tracked (a hostile stream cannot grow it without end); what does not fit
-    is left out and makes the total incomplete.
+    is left out and makes the total incomplete. ``context_limit`` gives the limit of
+    the model of the root's latest step (none: the meter's limit is unknown).
     """
 
-    def __init__(self, root_session_id: str, *, max_messages: int = 10_000) -> None:
+    def __init__(
+        self,
+        root_session_id: str,
+        *,
+        max_messages: int = 10_000,
+        context_limit: ContextLimit | None = None,
+    ) -> None:
         self._root = root_session_id
         self._max = max_messages
+        self._context_limit = context_limit
         self._messages: dict[tuple[str, str], _Spent] = {}
         self._overflow = False
 
     def observe(self, event: MessageUpdated) -> None:
         """An assistant ``message.updated``: its figures replace the earlier ones."""
         if event.role == "assistant":
+            info = event.raw.get("properties", {}).get("info", {})
             self._put(
                 event.session_id,
                 event.message_id,
                 event.parent_id,
                 event.usage,
                 event.finish is not None,
+                _model_of(info) if isinstance(info, Mapping) else None,
             )
 
     def stored(self, messages: Iterable[Message]) -> None:
@@ -245,6 +317,7 @@ class UsageMeter:
                     info.parent_id,
                     message_usage(info.raw),
                     info.finish is not None,
+                    _model_of(info.raw),
                 )
 
     def _put(
@@ -254,6 +327,7 @@ class UsageMeter:
         parent_id: str | None,
         usage: Usage,
         finished: bool,
+        model: tuple[str, str] | None,
     ) -> None:
         key = (session_id, message_id)
         spent = self._messages.get(key)
@@ -261,25 +335,38 @@ class UsageMeter:
             if len(self._messages) >= self._max:
                 self._overflow = True
                 return
-            self._messages[key] = _Spent(SessionUsage.of(usage), parent_id, finished)
+            self._messages[key] = _Spent(SessionUsage.of(usage), parent_id, finished, model)
             return
         spent.usage = SessionUsage.of(usage)
         spent.parent_id = parent_id or spent.parent_id
         spent.finished = finished
+        spent.model = model or spent.model
 
     def total(self, counts: Counts | None = None) -> TurnUsage:
         """The turn's usage: the messages ``counts`` admits (every message without it)."""
         sessions: dict[str, SessionUsage] = {}
         complete = not self._overflow
+        latest: tuple[str, _Spent] | None = None  # the root's newest message with output
         for (session_id, message_id), spent in self._messages.items():
             if counts is not None and not counts(session_id, message_id, spent.parent_id):
                 continue
             sessions[session_id] = sessions.get(session_id, _NOTHING) + spent.usage
             complete = complete and spent.finished
-        return TurnUsage.of_sessions(self._root, sessions, complete=complete)
+            newer = latest is None or message_id > latest[0]
+            if session_id == self._root and spent.usage.output_tokens > 0 and newer:
+                latest = (message_id, spent)
+        context = self._context(latest[1]) if latest is not None else (None, None)
+        return TurnUsage.of_sessions(self._root, sessions, complete=complete, context=context)
+
+    def _context(self, step: _Spent) -> tuple[int | None, int | None]:
+        """``(context_tokens, context_limit)`` of the root's latest step, as OpenCode's UI."""
+        used = step.usage.total_tokens
+        if step.model is None or self._context_limit is None:
+            return used, None
+        return used, self._context_limit(*step.model)
 
 
-def _figures(usage: TurnUsage) -> tuple[float, ...]:
+def _figures(usage: TurnUsage) -> tuple[float | None, ...]:
     return (
         usage.input_tokens,
         usage.output_tokens,
@@ -287,6 +374,8 @@ def _figures(usage: TurnUsage) -> tuple[float, ...]:
         usage.cache_read_tokens,
         usage.cache_write_tokens,
         usage.cost,
+        usage.context_tokens,
+        usage.context_limit,
     )
 
 

@@ -29,7 +29,8 @@ from tests.support import session_calls
 
 T = "thread-1"
 VALID_PATH = re.compile(
-    r"^(GET /event|GET /global/health|POST /session|GET /session/status"
+    # GET /config/providers: the context meter's model limits, a fixed path read per client.
+    r"^(GET /event|GET /global/health|GET /config/providers|POST /session|GET /session/status"
     r"|(GET|POST) /session/ses_[A-Za-z0-9_-]+(/(abort|children|message|prompt_async))?)$"
 )
 HOSTILE_IDS = [
