@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-import pytest
 
 from adapter import ModelCost, ModelInfo, OpenCodeAdapter, TurnUsage
 from adapter._client._context_limits import ContextLimits
@@ -185,14 +184,6 @@ async def test_the_meter_is_the_roots_even_when_only_a_subagent_finished_steps(
         result.usage.by_session[info.session_id].output_tokens == 0
     )
     assert (result.usage.context_tokens, result.usage.context_limit) == (None, None)
-
-
-@pytest.mark.parametrize("limit", [0, 200_000])
-async def test_the_fake_serves_the_configured_limit(fake: FakeOpenCodeServer, limit: int) -> None:
-    fake.inventory.context_limit = limit
-    async with httpx.AsyncClient(transport=fake.transport, base_url=fake.base_url) as http:
-        answer = (await http.get("/config/providers")).json()
-    assert answer["providers"][0]["models"]["fake-model"]["limit"]["context"] == limit
 
 
 async def test_a_zero_limit_is_unknown_as_opencodes_ui_reads_it(
