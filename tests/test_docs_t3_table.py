@@ -45,8 +45,6 @@ PENDING = frozenset(
         "task.updated",
         "task.completed",
         "turn.diff.updated",
-        "TurnUsage.context_tokens",
-        "TurnUsage.context_limit",
     }
 )
 
