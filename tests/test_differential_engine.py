@@ -12,16 +12,21 @@ from typing import Any
 
 import pytest
 
+from adapter.testing import fake
+from adapter.testing import model as scripted
 from tests.differential.compare import compare
 from tests.differential.driver import Exchange, FakeTarget, Recording, conversations, record_both
 from tests.differential.language import (
     CONTINUATION_TEXT,
     CallBash,
+    CallTask,
     Overflows,
     Prompt,
     Say,
     Scenario,
     WaitIdle,
+    fake_scripts,
+    model_steps,
 )
 from tests.differential.normalise import MISSING, Normaliser, diff
 from tests.differential.order import ANY, Before, CreatedFirst, Never, Occurs, On, PartsAfterMessage
@@ -307,6 +312,26 @@ def test_later_prompts_continue_the_first_prompts_model_conversation() -> None:
     }
 
 
+def test_a_background_call_gives_the_fake_a_script_per_run_of_the_parent() -> None:
+    """The real conversation goes on after a background child's result; the fake runs
+    the turns after the parent's answer as the call's ``result_script``."""
+    names = {"main": "run-main", "child": "run-child"}
+    turns = [CallTask("bg", "child", background=True), Say("at once"), Say("on the result")]
+    scripts = fake_scripts("run-main", turns, names)
+    assert list(scripts) == ["run-main", "run-main~1"]
+    task, answer = scripts["run-main"]
+    assert isinstance(task, fake.Task) and task.background
+    assert (task.script, task.result_script) == ("run-child", "run-main~1")
+    assert answer == fake.Text("at once")
+    assert scripts["run-main~1"] == [fake.Text("on the result")]
+    first = model_steps(turns, names)[0]
+    assert isinstance(first, scripted.ToolCalls)
+    assert first.calls[0].arguments["background"] is True
+    assert fake_scripts("run-main", [CallTask("fg", "child"), Say("done")], names).keys() == {
+        "run-main"
+    }
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -316,12 +341,15 @@ def test_later_prompts_continue_the_first_prompts_model_conversation() -> None:
         "permission_replied_once",
         "abort_during_retries",
         "auto_compaction_mid_run",
+        "background_task_stopped_alone",
     ],
 )
 async def test_the_driver_is_deterministic_fake_against_fake(name: str) -> None:
     """Two fakes playing the same scenario differ in nothing: the driver, its waits and
     the normalisation add no divergence of their own."""
-    one, two = FakeTarget(), FakeTarget()
+    background = BY_NAME[name].background_subagents
+    one = FakeTarget(background_subagents=background)
+    two = FakeTarget(background_subagents=background)
     two.name = "real"
     try:
         rec_one, rec_two = await record_both(BY_NAME[name], one, two)

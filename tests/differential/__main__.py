@@ -17,7 +17,7 @@ from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 
 from .compare import compare, report
 from .driver import FakeTarget, RealTarget, record_both
-from .language import auto_compaction_server_options
+from .language import BACKGROUND_SUBAGENTS_ENV, auto_compaction_server_options
 from .scenarios import BY_NAME, SCENARIOS
 from .schema import served_spec
 
@@ -32,6 +32,7 @@ async def _run(names: list[str]) -> int:
         real = RealTarget(server, model)
         api = served_spec(server.base_url, server.auth)
         compacting: RealTarget | None = None
+        background: RealTarget | None = None
         for scenario in chosen:
             target = real
             if scenario.auto_compaction:
@@ -40,7 +41,12 @@ async def _run(names: list[str]) -> int:
                     second = RealOpenCodeServer(model.base_url, **options)
                     compacting = RealTarget(stack.enter_context(second), model)
                 target = compacting
-            fake = FakeTarget()
+            elif scenario.background_subagents:
+                if background is None:
+                    third = RealOpenCodeServer(model.base_url, extra_env=BACKGROUND_SUBAGENTS_ENV)
+                    background = RealTarget(stack.enter_context(third), model)
+                target = background
+            fake = FakeTarget(background_subagents=scenario.background_subagents)
             t0 = time.monotonic()
             try:
                 fake_rec, real_rec = await record_both(scenario, fake, target)

@@ -50,7 +50,7 @@ from .language import (
     WaitIdle,
     WaitModelCall,
     directories,
-    fake_steps,
+    fake_scripts,
     model_steps,
 )
 from .order import On, event_sessions
@@ -131,8 +131,8 @@ class FakeTarget:
 
     name = "fake"
 
-    def __init__(self) -> None:
-        self.server = FakeOpenCodeServer()
+    def __init__(self, *, background_subagents: bool = False) -> None:
+        self.server = FakeOpenCodeServer(background_subagents=background_subagents)
         self.directory = self.server.directory
 
     def client(self) -> httpx.AsyncClient:
@@ -148,7 +148,8 @@ class FakeTarget:
 
     def install(self, scripts: Mapping[str, Sequence[Turn]], names: Mapping[str, str]) -> None:
         for local, turns in scripts.items():
-            self.server.script(names[local], fake_steps(turns, names))
+            for name, steps in fake_scripts(names[local], turns, names).items():
+                self.server.script(name, steps)
 
     def install_conversation(
         self, name: str, turns: Sequence[Turn], names: Mapping[str, str]

@@ -54,10 +54,18 @@ class CallBash:
 
 @dataclass(frozen=True)
 class CallTask:
-    """The model calls ``task``: a ``general`` subagent child runs script ``child``."""
+    """The model calls ``task``: a ``general`` subagent child runs script ``child``.
+
+    ``background``: the call asks for a background subagent (``"background": true``; the
+    scenario needs :attr:`Scenario.background_subagents` for it to run in the background).
+    The parent's run goes on with the next turns up to its answer; the turns after that
+    are the parent's run on the child's result (the real conversation simply goes on;
+    the fake gets them as the ``Task``'s ``result_script``, see :func:`fake_scripts`).
+    """
 
     description: str
     child: str
+    background: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,6 +251,9 @@ class Scenario:
     auto_compaction: bool = False
     """Run on a real server with auto-compaction on (``OPENCODE_DISABLE_AUTOCOMPACT=0``,
     ``compaction.auto``), not the shared one; see :func:`auto_compaction_server_options`."""
+    background_subagents: bool = False
+    """Run on a real server with background subagents on (:data:`BACKGROUND_SUBAGENTS_ENV`),
+    and on a ``FakeOpenCodeServer(background_subagents=True)``."""
 
     def __post_init__(self) -> None:
         for name, turns in self.scripts.items():
@@ -265,6 +276,10 @@ class Scenario:
             for turn in turns:
                 if isinstance(turn, CallTask) and turn.child not in self.scripts:
                     raise ValueError(f"{self.name}: unknown child script {turn.child!r}")
+
+
+BACKGROUND_SUBAGENTS_ENV = {"OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS": "true"}
+"""The environment that turns OpenCode's background subagents on (1.18.34: experimental)."""
 
 
 def auto_compaction_server_options() -> dict[str, Any]:
@@ -293,9 +308,47 @@ def error_body(turn: Fails) -> dict[str, Any]:
     return {"error": {"message": turn.message, "type": turn.type, "code": None}}
 
 
-def fake_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[fake.Step]:
-    """The fake's steps for ``turns``; ``names`` maps local script names to run names."""
+def fake_scripts(
+    name: str, turns: Sequence[Turn], names: Mapping[str, str]
+) -> dict[str, list[fake.Step]]:
+    """The fake's scripts for the script ``name`` (a run name) of ``turns``.
+
+    The real model answers a parent's run on a background child's result with the next
+    turns of the same conversation; the fake runs a script per run. So the turns are
+    cut after each answer (:data:`ENDS_A_RUN`) that follows a background ``task`` call:
+    the first piece is ``name``, the Nth later one ``name~N``, which the Nth background
+    call of the script names as its ``result_script`` (children end in launch order).
+    """
+    pieces: list[list[Turn]] = [[]]
+    backgrounds = 0
+    for turn in turns:
+        pieces[-1].append(turn)
+        if isinstance(turn, CallTask) and turn.background:
+            backgrounds += 1
+        if isinstance(turn, ENDS_A_RUN) and len(pieces) <= backgrounds:
+            pieces.append([])
+    scripts: dict[str, list[fake.Step]] = {}
+    launched = 0
+    for index, piece in enumerate(piece for piece in pieces if piece):
+        scripts[name if index == 0 else f"{name}~{index}"] = fake_steps(
+            piece, names, script=name, launched=launched
+        )
+        launched += sum(1 for turn in piece if isinstance(turn, CallTask) and turn.background)
+    return scripts
+
+
+def fake_steps(
+    turns: Sequence[Turn],
+    names: Mapping[str, str],
+    *,
+    script: str | None = None,
+    launched: int = 0,
+) -> list[fake.Step]:
+    """The fake's steps for ``turns``; ``names`` maps local script names to run names.
+    ``script`` is the run name of the script they belong to and ``launched`` how many
+    background calls came before them in it (see :func:`fake_scripts`)."""
     steps: list[fake.Step] = []
+    backgrounds = launched
     for turn in turns:
         if isinstance(turn, Say):
             steps.append(fake.Text(turn.text))
@@ -316,9 +369,16 @@ def fake_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[fake.Ste
                 steps.append(tool)
         elif isinstance(turn, CallTask):
             child = names[turn.child]
-            steps.append(
-                fake.Task(turn.description, child, prompt=task_prompt(turn.description, child))
-            )
+            prompt = task_prompt(turn.description, child)
+            if turn.background:
+                backgrounds += 1
+                after = f"{script}~{backgrounds}" if script is not None else None
+                task = fake.Task(
+                    turn.description, child, prompt=prompt, background=True, result_script=after
+                )
+            else:
+                task = fake.Task(turn.description, child, prompt=prompt)
+            steps.append(task)
         elif isinstance(turn, CallTodo):
             steps.append(fake.Tool("todowrite", {"todos": [dict(t) for t in turn.todos]}))
         elif isinstance(turn, CallQuestion):
@@ -350,9 +410,10 @@ def model_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[scripte
         elif isinstance(turn, CallBash):
             steps.append(scripted.ToolCalls([scripted.ToolCall("bash", bash_input(turn))]))
         elif isinstance(turn, CallTask):
-            steps.append(
-                scripted.ToolCalls([scripted.task_call(turn.description, names[turn.child])])
+            call = scripted.task_call(
+                turn.description, names[turn.child], background=turn.background
             )
+            steps.append(scripted.ToolCalls([call]))
         elif isinstance(turn, CallTodo):
             todos = {"todos": [dict(t) for t in turn.todos]}
             steps.append(scripted.ToolCalls([scripted.ToolCall("todowrite", todos)]))

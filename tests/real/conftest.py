@@ -16,6 +16,7 @@ import pytest
 from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing._real_server import RealOpenCodeServer
 from adapter.testing.model import ScriptedModelServer
+from tests.differential.language import BACKGROUND_SUBAGENTS_ENV
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +30,16 @@ def scripted_model() -> Iterator[ScriptedModelServer]:
 def real_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
     """A real OpenCode server (no password) whose only model is ``scripted_model``."""
     with RealOpenCodeServer(scripted_model.base_url) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def background_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A real OpenCode server like ``real_server`` with background subagents on
+    (``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=true``): a ``task`` call with
+    ``"background": true`` (``task_call(..., background=True)``) runs its child while the
+    root goes on. One server per module that uses it (a start costs a few seconds)."""
+    with RealOpenCodeServer(scripted_model.base_url, extra_env=BACKGROUND_SUBAGENTS_ENV) as server:
         yield server
 
 

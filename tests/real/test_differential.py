@@ -63,7 +63,9 @@ async def test_fake_matches_real_server(
     server = real_server
     if scenario.auto_compaction:
         server = request.getfixturevalue("compacting_server")
-    fake = FakeTarget()
+    elif scenario.background_subagents:
+        server = request.getfixturevalue("background_server")
+    fake = FakeTarget(background_subagents=scenario.background_subagents)
     try:
         fake_rec, real_rec = await record_both(scenario, fake, RealTarget(server, scripted_model))
     finally:

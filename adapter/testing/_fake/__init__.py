@@ -76,6 +76,12 @@ Quirks of the real server that are reproduced on purpose:
   idle, the interrupted message left incomplete, no error.
 * ``task`` output is ``<task id="ses_..." state="completed">`` around a
   ``<task_result>``; ``bash`` streams ``metadata.output`` while running.
+* Background subagents (``FakeOpenCodeServer(background_subagents=True)``, the real
+  server's ``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=true``): a ``background`` ``task``
+  part completes at once, the parent goes on and may idle; the child's own end writes a
+  synthetic user message into the parent and runs it again; a child aborted alone, or
+  the parent's abort (which stops its background children first), runs nothing again.
+  Without the flag the call ends ``error`` (see :mod:`.background`).
 * A prompt's file parts are stored and converted as the real server does (a
   ``text/plain`` file adds two synthetic text parts; an undecodable image makes the prompt
   vanish; see :mod:`adapter.testing._fake_input`); :attr:`FakeOpenCodeServer.model_inputs`
@@ -121,6 +127,7 @@ composes them):
 * :mod:`.runner` -- prompt queues and runs (abort, compaction, restart);
 * :mod:`.writer` -- the messages and parts a model step writes;
 * :mod:`.tools` -- tool, ``bash``, ``task``, permission and question steps;
+* :mod:`.background` -- background ``task`` children, their end told to the parent;
 * :mod:`.http` -- the transport, the route table and the routing rules;
 * :mod:`.session_routes`, :mod:`.server_routes` -- the routes' handlers;
 * :mod:`.events` -- the event bus and the ``GET /event`` streams;

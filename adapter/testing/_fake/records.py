@@ -30,6 +30,7 @@ class Settings(Protocol):
     model_cost: Mapping[str, float]
     model_modalities: frozenset[str]
     model_inputs: list[ModelInput]
+    background_subagents: bool
 
 
 @dataclass(slots=True)
@@ -89,6 +90,7 @@ class FakeSession:
 
     __slots__ = (
         "_aborting",
+        "_background",
         "_children",
         "_deferred",
         "_finishing",
@@ -122,6 +124,8 @@ class FakeSession:
         """The run has decided to end (its last step finished) and is not idle yet."""
         self._deferred: list[tuple[Prompt, Callable[[], None]]] = []
         """Prompts accepted while :attr:`_finishing`: admitted after the idle."""
+        self._background: dict[str, asyncio.Task[None]] = {}
+        """Running background children (id -> the watcher that reports their end)."""
 
     @property
     def children(self) -> list[str]:

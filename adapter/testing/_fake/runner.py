@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._fake_input import ModelInput
+from .background import BackgroundTasks
 from .ids import IdMinter
 from .records import FakeMessage, FakeSession, Outcome, Prompt, Result, Run, Settings
 from .state import FakeState
@@ -64,7 +65,10 @@ class ScriptRunner:
         self._settings = settings
         self._emit = state.bus.emit
         self.writer = MessageWriter(state, ids, settings)
-        self.tools = ToolSteps(state, self.writer, ids, self.enqueue_prompt)
+        self.background = BackgroundTasks(
+            state, settings, self.enqueue_prompt, self._spawn, self.abort_session
+        )
+        self.tools = ToolSteps(state, self.writer, ids, self.enqueue_prompt, self.background)
         self.scripts: dict[str, tuple[Step, ...]] = {"default": (Text("ok"),)}
         self.run_end_holds: list[RunEndHold] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -420,10 +424,11 @@ class ScriptRunner:
             self._state.store_message(session, message, info)
             self._state.set_idle(session)
             return Result("aborted", run.last_text, None, message.id)
-        # Task children go first, like on the real server.
+        # Task children go first, like on the real server (background ones too).
         for active in list(run.tools.values()):
             if active.child_id is not None and active.child_id in self._state.sessions:
                 await self.abort_session(self._state.sessions[active.child_id])
+        await self.background.stop_children(session)
         self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
         self._state.set_idle(session)
         message = run.message
@@ -458,6 +463,8 @@ class ScriptRunner:
             return
         runner = session._runner
         if runner is None or runner.done():
+            # Measured: an idle parent's abort stops its background children first.
+            await self.background.stop_children(session)
             if session.status["type"] == "busy":
                 self._emit("session.error", {"sessionID": session.id, "error": _ABORTED_ERROR})
             self._state.set_idle(session)

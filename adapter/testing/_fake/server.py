@@ -65,6 +65,11 @@ class FakeOpenCodeServer(AsyncClosing):
             scoped by directory like on the real server (see :mod:`adapter.testing._fake`).
         provider_id, model_id: the model reported when a prompt names none.
         event_history: how many emitted events :attr:`events` keeps.
+        background_subagents: behave like a real server started with
+            ``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=true``: a ``Task(...,
+            background=True)`` runs its child in the background (see :class:`Task`
+            and :mod:`adapter.testing._fake.background`). Off (the default, like the
+            real server's), such a call ends ``error`` and starts no child.
     """
 
     base_url = "http://fake-opencode"
@@ -83,6 +88,7 @@ class FakeOpenCodeServer(AsyncClosing):
         provider_id: str = "fake",
         model_id: str = "fake-model",
         event_history: int = 10_000,
+        background_subagents: bool = False,
     ) -> None:
         self.latency = latency
         self.jitter = jitter
@@ -91,6 +97,8 @@ class FakeOpenCodeServer(AsyncClosing):
         """The server's working directory (normalised like a request's)."""
         self.provider_id = provider_id
         self.model_id = model_id
+        self.background_subagents = background_subagents
+        """Whether background subagents are on (may be changed per test, between runs)."""
         self.summary_text = "Summary of the conversation so far."
         """What the model answers to ``POST /session/{id}/summarize`` (set it per test)."""
         self.model_cost: Mapping[str, float] = {}

@@ -71,12 +71,26 @@ class Task:
     "Subagent failed (task_id: ses_...): MESSAGE"`` if the child's model call failed
     (the parent then goes on with its script).
     ``prompt`` defaults to ``"<description> [[script:<script>]]"``.
+
+    ``background=True`` is the model asking for a background subagent (the call's input
+    gets ``"background": true``). On a server with background subagents on
+    (``FakeOpenCodeServer(background_subagents=True)``, the real server's
+    ``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=true``) the part completes at once
+    ("Background task started", ``metadata.background``/``jobId``), the parent goes on
+    with its script while the child runs, and when the child ends on its own a
+    synthetic user message (``<task id=... state="completed">`` or ``state="error"``)
+    makes the parent run ``result_script`` (default: the ``"default"`` script); a
+    child aborted alone gets no message. Without the flag the call ends ``error``
+    and no child is created, as on the real server (see :mod:`.background`).
     """
 
     description: str
     script: str
     subagent_type: str = "general"
     prompt: str | None = None
+    background: bool = False
+    result_script: str | None = None
+    """The script of the parent's run on a background child's result."""
 
 
 @dataclass(frozen=True, slots=True)

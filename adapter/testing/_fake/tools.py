@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
+from .background import FLAG_OFF_ERROR, BackgroundTasks, started_output, subagent_failure
 from .ids import IdMinter
 from .records import FakeSession, PendingRequest, Prompt, Run
 from .state import FakeState
@@ -90,6 +91,7 @@ class Enqueue(Protocol):
         model_id: str | None = None,
         want_result: bool = False,
         before_busy: Callable[[], None] | None = None,
+        parts: Sequence[JSON] | None = None,
     ) -> Prompt: ...
 
 
@@ -97,12 +99,18 @@ class ToolSteps:
     """Plays :class:`Tool`, :class:`Task`, :class:`Permission` and :class:`Question` steps."""
 
     def __init__(
-        self, state: FakeState, writer: MessageWriter, ids: IdMinter, enqueue: Enqueue
+        self,
+        state: FakeState,
+        writer: MessageWriter,
+        ids: IdMinter,
+        enqueue: Enqueue,
+        background: BackgroundTasks,
     ) -> None:
         self._state = state
         self._writer = writer
         self._ids = ids
         self._enqueue = enqueue
+        self._background = background
         self._emit = state.bus.emit
 
     async def play(self, run: Run, step: Tool | Task | Permission | Question) -> bool:
@@ -221,11 +229,19 @@ class ToolSteps:
     async def task(self, run: Run, step: Task) -> None:
         parent = run.session
         prompt_text = step.prompt or f"{step.description} [[script:{step.script}]]"
-        tool_input = {
+        tool_input: JSON = {
             "description": step.description,
             "prompt": prompt_text,
             "subagent_type": step.subagent_type,
         }
+        if step.background:
+            tool_input["background"] = True
+            if not self._background.enabled:
+                # Measured without the flag: the call fails, no child is created.
+                part = self._writer.tool_start(run, "task", tool_input)
+                await asyncio.sleep(0)
+                self._writer.tool_error(run, part, FLAG_OFF_ERROR, None)
+                return
         child_box: list[FakeSession] = []
 
         def create_child(_pending: JSON) -> JSON:
@@ -238,11 +254,14 @@ class ToolSteps:
                 agent=step.subagent_type,
             )
             child_box.append(child)
-            return {
+            metadata: JSON = {
                 "parentSessionId": parent.id,
                 "sessionId": child.id,
                 "model": {"modelID": run.prompt.model_id, "providerID": run.prompt.provider_id},
             }
+            if step.background:
+                metadata["background"] = True
+            return metadata
 
         part = self._writer.tool_start(
             run, "task", tool_input, title=step.description, before_running=create_child
@@ -265,6 +284,12 @@ class ToolSteps:
             before_busy=lambda: self._state.store_part(message, running),
         )
         assert child_prompt.future is not None
+        if step.background:
+            # Measured: the part completes at once; the parent's run goes on.
+            self._background.launch(run.prompt, parent, child, child_prompt, step)
+            done: JSON = {**metadata, "jobId": child.id}
+            self._writer.tool_completed(run, part, started_output(child.id), step.description, done)
+            return
         result = await asyncio.shield(child_prompt.future)
         part = run.tools[part["id"]].part
         if result.outcome == "completed":
@@ -276,9 +301,7 @@ class ToolSteps:
         elif result.outcome == "aborted":
             self._writer.tool_error(run, part, "Task cancelled", metadata)
         else:
-            error = result.error or {}
-            message_text = str(error.get("data", {}).get("message", "Task failed"))
-            failed = f"Subagent failed (task_id: {child.id}): {message_text}"
+            failed = subagent_failure(child.id, result.error)
             self._writer.tool_error(run, part, failed, metadata)
 
     def open_request(

@@ -138,14 +138,22 @@ RequestKind: TypeAlias = Literal[
 ]
 
 
-def task_call(description: str, script_name: str, subagent_type: str = "general") -> ToolCall:
+def task_call(
+    description: str, script_name: str, subagent_type: str = "general", *, background: bool = False
+) -> ToolCall:
     """Build a call of OpenCode's ``task`` tool whose child conversation runs ``script_name``.
 
     The child's first user message is the ``prompt`` argument, which carries the
-    ``[[script:script_name]]`` marker, so the child picks that script.
+    ``[[script:script_name]]`` marker, so the child picks that script. ``background``
+    adds ``"background": true`` (a background subagent: OpenCode 1.18.34 runs it only
+    with ``OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=true``; without it the call fails).
     """
     prompt = f"Subtask: {description}. {script_marker(script_name)}"
-    return ToolCall(
-        "task",
-        {"description": description, "prompt": prompt, "subagent_type": subagent_type},
-    )
+    arguments: dict[str, Any] = {
+        "description": description,
+        "prompt": prompt,
+        "subagent_type": subagent_type,
+    }
+    if background:
+        arguments["background"] = True
+    return ToolCall("task", arguments)
