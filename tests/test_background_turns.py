@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from adapter.testing.fake import FakeOpenCodeServer
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
 from tests.adapter_support import emit_session_error
 from tests.faults.support import Harness, fast
 
@@ -226,7 +226,7 @@ async def test_a_steer_while_background_children_work_belongs_to_the_open_turn(
     fake: FakeOpenCodeServer,
 ) -> None:
     async with Harness(fake) as h:
-        root, turn_id, _, child = await a_root_that_started_a_background_child(h)
+        _, turn_id, _, child = await a_root_that_started_a_background_child(h)
         await quiet(h)
         steer = await h.oc.send_turn(T, "meanwhile")
         assert steer.turn_id == turn_id
@@ -235,3 +235,41 @@ async def test_a_steer_while_background_children_work_belongs_to_the_open_turn(
         aborted = await h.rec.wait_for("turn.aborted", timeout=5.0)
         assert aborted.turn_id == turn_id
         assert fake.sessions[child].abort_count >= 1, "the stop reached the child"
+
+
+async def test_on_the_fake_the_roots_run_on_a_background_result_is_the_same_turns() -> None:
+    """End to end on the fake that learned background subagents from 1.18.34."""
+    fake = FakeOpenCodeServer(background_subagents=True)
+    fake.script("child", [Text("child done")])
+    fake.script("after", [Text(" and ran on the result")])
+    fake.script(
+        "root",
+        [Task("bg", "child", background=True, result_script="after"), Text("answered at once")],
+    )
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:root]]")
+        done = await h.rec.wait_for("turn.completed", timeout=5.0)
+        assert done.turn_id == turn.turn_id
+        text = "".join(e.delta for e in h.rec.of("content.delta") if e.turn_id == turn.turn_id)
+        assert text == "answered at once and ran on the result"
+
+
+async def test_on_the_fake_interrupting_while_a_background_child_works_stops_it() -> None:
+    fake = FakeOpenCodeServer(background_subagents=True)
+    fake.script("child", [Hang()])
+    fake.script("root", [Task("bg", "child", background=True), Text("answered at once")])
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:root]]")
+        child = await h.rec.wait_for("child.started", timeout=5.0)
+        await h.rec.wait_for("content.delta", timeout=5.0)
+        await quiet(h)
+        assert h.oc.session_info(T).status == "running"
+        result = await h.oc.interrupt_turn(T)
+        assert result.turn_id == turn.turn_id
+        assert result.stop is not None and child.session_id in result.stop.session_ids
+        assert fake.sessions[child.session_id].abort_count >= 1
+        await quiet(h)
+        assert h.rec.types(T).count("turn.aborted") == 1
+        assert h.rec.of("turn.completed") == []

@@ -10,45 +10,24 @@ on its own, OpenCode writes ``<task id=… state="completed">`` into the root an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from adapter import OpenCodeAdapter
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
+from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
 from tests.real.conftest import adapter_on
 
 pytestmark = pytest.mark.real
 
 T = "thread"
-FLAG = {"OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS": "true"}
-
-
-@pytest.fixture(scope="module")
-def background_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
-    """A real server with background subagents on (one start for this module)."""
-    with RealOpenCodeServer(scripted_model.base_url, extra_env=FLAG) as server:
-        yield server
-
-
-def background_task(description: str, script: str) -> ToolCall:
-    prompt = f"Subtask: {description}. {script_marker(script)}"
-    arguments = {
-        "description": description,
-        "prompt": prompt,
-        "subagent_type": "general",
-        "background": True,
-    }
-    return ToolCall("task", arguments)
 
 
 def script_background_turn(model: ScriptedModelServer, name: str, *, child_seconds: float) -> None:
     model.script(
         name,
         [
-            ToolCalls([background_task("in the background", f"{name}-child")]),
+            ToolCalls([task_call("in the background", f"{name}-child", background=True)]),
             Text("root answered at once"),
             Text("root ran on the result"),
         ],
