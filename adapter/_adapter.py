@@ -34,7 +34,7 @@ from ._base._closing import AsyncClosing
 from ._base._tasks import first_of
 from ._client import OpenCodeClient
 from ._client._base_url import checked_base_url
-from ._client._inventory import ServerInventory
+from ._client._inventory import ServerInventory, known_command
 from ._client._native import NativeEvent
 from ._exceptions import (
     AdapterClosedError,
@@ -507,6 +507,30 @@ class OpenCodeAdapter(AsyncClosing):
             parsed_model = parse_model(thread.model)
         await self._wait_ready(thread)
         return await self._turns.send(thread, prompt, parsed_model, agent)
+
+    async def run_command(
+        self,
+        thread_id: str,
+        name: str,
+        arguments: str = "",
+        *,
+        model: str | None = None,
+        agent: str | None = None,
+    ) -> TurnStart:
+        """Run the slash command ``name`` (``GET /command`` lists them; an unknown one is
+        :class:`InvalidInputError` naming them, nothing run) with ``arguments`` as a new
+        turn: the events, usage and Stop of :meth:`send_turn`. Refused while a turn runs
+        (``docs/adapter.md``, "Slash commands")."""
+        if not isinstance(name, str) or not name or not isinstance(arguments, str):
+            raise InvalidInputError("name must be a non-empty string, arguments a string")
+        if agent is not None and (not isinstance(agent, str) or not agent):
+            raise InvalidInputError("agent must be a non-empty string")
+        thread = self._core.get(thread_id)
+        chosen = model if model is not None else thread.model
+        parsed = parse_model(chosen) if chosen is not None else None
+        await self._wait_ready(thread)
+        name = known_command(name, await thread.client.commands())
+        return await self._turns.command(thread, name, arguments, parsed, agent)
 
     async def set_permissions(self, thread_id: str, permissions: Permissions) -> SessionInfo:
         """Change a live thread's permission mode (a preset name or raw rules).

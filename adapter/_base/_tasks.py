@@ -83,12 +83,15 @@ class TaskScope:
     def cancelled(self) -> bool:
         return self._cancelled
 
-    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T] | None:
-        """Start a task of this scope; ``None`` (and nothing started) once the scope ended."""
+    def spawn(
+        self, coro: Coroutine[Any, Any, T], *, name: str, log_errors: bool = True
+    ) -> asyncio.Task[T] | None:
+        """Start a task of this scope; ``None`` (and nothing started) once the scope ended.
+        ``log_errors`` as for :meth:`TaskOwner.spawn`."""
         if self._cancelled:
             coro.close()
             return None
-        task = self._owner.spawn(coro, name=f"{self._name}:{name}")
+        task = self._owner.spawn(coro, name=f"{self._name}:{name}", log_errors=log_errors)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -381,6 +381,45 @@ class OpenCodeClient(AsyncClosing):
             )
         )
 
+    async def command(
+        self,
+        session_id: str,
+        name: str,
+        arguments: str = "",
+        *,
+        message_id: str | None = None,
+        model: tuple[str, str] | None = None,
+        agent: str | None = None,
+        deadline: float,
+    ) -> Message:
+        """Run the slash command ``name`` (``POST /session/{id}/command``) and return the
+        assistant message that ended its run.
+
+        The server answers only once the run has ended (measured on 1.18.34, and on
+        1.14.48 to 1.18.3: an abort ends it early, the message then carrying
+        ``MessageAbortedError``), so the call waits up to ``deadline`` seconds; the
+        user message it writes takes ``message_id`` when given. Never retried: a retry
+        could run it twice.
+        """
+        body: dict[str, Any] = {"command": name, "arguments": arguments}
+        if message_id is not None:
+            body["messageID"] = self._caller_id("msg", message_id)
+        if model is not None:
+            body["model"] = f"{model[0]}/{model[1]}"  # a string here, unlike a prompt's
+        if agent is not None:
+            body["agent"] = agent
+        return await self._send(
+            self._session_call(
+                "command",
+                "POST",
+                session_id,
+                "/command",
+                json_body=body,
+                parse=Message.parse,
+                deadline=deadline,
+            )
+        )
+
     async def summarize(self, session_id: str, model: tuple[str, str], *, deadline: float) -> bool:
         """Compact the session's history into a summary (``POST /session/{id}/summarize``).
 

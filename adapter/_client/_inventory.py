@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
-from .._exceptions import OpenCodeError
+from .._exceptions import InvalidInputError, OpenCodeError
 
 __all__ = [
     "AgentInfo",
@@ -27,6 +27,7 @@ __all__ = [
     "ModelInfo",
     "ServerInventory",
     "SkillInfo",
+    "known_command",
     "read_inventory",
 ]
 
@@ -195,6 +196,16 @@ def parse_commands(data: object) -> tuple[CommandInfo, ...]:
     return tuple(
         CommandInfo(e["name"], _text(e, "description")) for e in _entries(data, "commands")
     )
+
+
+def known_command(name: str, commands: tuple[CommandInfo, ...]) -> str:
+    """``name`` (a leading ``/`` dropped) if the server offers that command; else an
+    :class:`InvalidInputError` naming the commands it offers."""
+    wanted = name.removeprefix("/")
+    if not any(c.name == wanted for c in commands):
+        offered = ", ".join(c.name for c in commands) or "none"
+        raise InvalidInputError(f"unknown command {name!r:.80}; the server offers: {offered}")
+    return wanted
 
 
 def parse_skills(data: object) -> tuple[SkillInfo, ...]:

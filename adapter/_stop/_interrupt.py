@@ -117,11 +117,7 @@ class Interrupts:
     async def _stop_tree_of(self, thread: ThreadState, stop: Stop) -> InterruptResult:
         core = self._core
         timeouts = core.timeouts
-        # A prompt still on its way would start work behind the abort: cancel it first.
-        submitting = thread.submission.task
-        if submitting is not None and not submitting.done():
-            submitting.cancel()
-            await asyncio.wait([submitting])
+        await _withdraw_submission(thread, timeouts.abort)
 
         async def root_abort() -> None:
             abort = asyncio.ensure_future(thread.client.abort(thread.session_id))
@@ -227,9 +223,7 @@ class Interrupts:
             return
         thread.closed.set()  # releases sends waiting on a stop: they end as cancelled
         try:
-            if thread.submission.task is not None and not thread.submission.task.done():
-                thread.submission.task.cancel()
-                await asyncio.wait([thread.submission.task])
+            await _withdraw_submission(thread, self._core.timeouts.teardown)
             if thread.interrupts.stop is not None:
                 await asyncio.wait([thread.interrupts.stop.future])
             if not self._core.server_dead:
@@ -277,3 +271,24 @@ class Interrupts:
             )
         except (OpenCodeError, TimeoutError) as exc:
             _log.warning("adapter.teardown_incomplete", thread_id=thread.thread_id, error=str(exc))
+
+
+async def _withdraw_submission(thread: ThreadState, wait: float) -> None:
+    """Before the root is aborted: a prompt still on its way is cancelled (it would start
+    work behind the abort). A slash command's request, cancelled, still runs on the server
+    (measured on 1.18.34, even 50 ms after it was sent, before its message existed), so
+    the stop waits, at most ``wait`` s, until the server has its message or the request
+    ended: the abort then ends its run, and the request returns."""
+    task, landed = thread.submission.task, thread.submission.landed
+    if task is None or task.done():
+        return
+    if landed is not None:
+        echo = asyncio.ensure_future(landed.wait())
+        try:
+            await asyncio.wait([task, echo], timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            echo.cancel()
+        if landed.is_set() or task.done():
+            return
+    task.cancel()
+    await asyncio.wait([task])

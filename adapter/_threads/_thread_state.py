@@ -8,7 +8,8 @@ that changes it, so a reader finds every write of a field in one module:
   :mod:`adapter._threads._session_owners`;
 * :class:`OpenRequests` (requests the host may answer): :mod:`adapter._requests._pending`;
 * :class:`InterruptState` (the pending stop, the last result): :mod:`adapter._stop._interrupt`;
-* :class:`Submission` (the prompt being sent, one at a time): :mod:`adapter._turns._running`.
+* :class:`Submission` (the prompt or command being sent, one at a time):
+  :mod:`adapter._turns._running`.
 
 Everything else reads them. The start of a thread (the facade) seeds the tree
 with its root.
@@ -100,8 +101,14 @@ class InterruptState:
 class Submission:
     """The prompt being sent, one at a time (changed by :mod:`adapter._turns._running`)."""
 
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[Any] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: A slash command on its way (its request answers only when its run has ended):
+    #: the id of its message, and set once the server has it (echoed). A cancelled
+    #: command request still runs on the server (measured on 1.18.34), so a stop
+    #: waits for this rather than cancel it.
+    command_id: str | None = None
+    landed: asyncio.Event | None = None
 
 
 @dataclass(eq=False)

@@ -28,6 +28,7 @@ from .._client import OpenCodeClient
 from .._client._models import Message, SessionStatus
 from .._client._native import MessageUpdated
 from .._exceptions import (
+    InvalidInputError,
     NotFoundError,
     OpenCodeError,
     ProtocolError,
@@ -66,6 +67,9 @@ _MESSAGE_ABORTED = "MessageAbortedError"
 #: A turn whose events have been silent this long is checked against the server
 #: (an idle lost without an outage would otherwise leave it running).
 QUIET_CHECK_AFTER = 30.0
+#: How long a command's request may wait for its run to end (the turn's own watchdog
+#: bounds the turn; ending the request does not stop the run: measured on 1.18.34).
+COMMAND_DEADLINE = 24 * 3600.0
 
 
 class Turns:
@@ -87,68 +91,143 @@ class Turns:
         agent: str | None,
     ) -> TurnStart:
         """Start a turn, or add a prompt to the running one (a steer)."""
-        core = self._core
         async with thread.submission.lock:
             await self._wait_for_stop(thread)
             turn = thread.turn
             new_turn = turn is None
             if turn is None:
-                turn_id = Turn.new_id()
-                ledger = thread.ledger
-                turn = Turn(
-                    turn_id=turn_id,
-                    collector=PartialCollector(
-                        thread.session_id,
-                        max_output_bytes=core.limits.max_output_bytes,
-                        belongs=ledger.output_of(turn_id),
-                        counts=ledger.spend_of(turn_id),
-                        context_limit=lambda p, m: thread.client.context_limits.get(p, m),
-                    ),
-                    scope=core.tasks.scope(f"turn:{thread.thread_id}"),
-                )
-                thread.lifecycle.begin_turn(turn)
-                turn.scope.spawn(self._watch(thread, turn), name="watchdog")
-            message_id = mint_message_id()
-            turn.prompts[message_id] = False
-            thread.ledger.claim(message_id, turn.turn_id)
-            turn.collector.add_turn_message(message_id)
-            if turn.phase is not TurnPhase.AWAITING_ECHO:
-                thread.lifecycle.advance(turn, TurnPhase.AWAITING_ECHO)
-            turn.touch()
-            submission = core.tasks.spawn(
+                turn = self._begin_turn(thread)
+            message_id = self._add_prompt(thread, turn)
+            submission = self._core.tasks.spawn(
                 self._submit(thread, prompt, message_id, model, agent),
                 name=f"submit:{thread.thread_id}",
                 log_errors=False,
             )
             thread.submission.task = submission
-            try:
-                await asyncio.wait([submission])
-            except asyncio.CancelledError:
-                submission.cancel()
-                self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
-                raise
-            finally:
-                if thread.submission.task is submission:
-                    thread.submission.task = None
-            if submission.cancelled():
-                self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
-                raise TurnCancelledError(
-                    "the prompt was cancelled before the server accepted it "
-                    "(its turn was interrupted or its session stopped)"
+            return await self._accepted(thread, turn, message_id, new_turn, submission, None)
+
+    async def command(
+        self,
+        thread: ThreadState,
+        name: str,
+        arguments: str,
+        model: tuple[str, str] | None,
+        agent: str | None,
+    ) -> TurnStart:
+        """Start a turn that runs the slash command ``name``; refused while a turn runs.
+
+        ``POST /session/{id}/command`` answers only once the run has ended, so the
+        request goes on in the turn's scope: this returns once the server has the
+        command's message (its minted id echoed), or raises the request's failure."""
+        async with thread.submission.lock:
+            await self._wait_for_stop(thread)
+            if thread.turn is not None:
+                raise InvalidInputError(
+                    f"a command starts a turn, and thread {thread.thread_id} has one running "
+                    f"({thread.turn.turn_id}): run it once that turn has ended, or interrupt it"
                 )
-            exc = submission.exception()
-            if exc is not None:
-                if await self._landed_anyway(thread, exc, message_id):
-                    # The answer was lost, but the server has our prompt: the turn runs.
-                    _log.warning(
-                        "adapter.prompt_answer_lost", thread_id=thread.thread_id, error=str(exc)
-                    )
-                    return TurnStart(thread_id=thread.thread_id, turn_id=turn.turn_id)
-                self._unsent(
-                    thread, turn, message_id, new_turn, f"The prompt was not accepted: {exc}"
+            turn = self._begin_turn(thread)
+            message_id = self._add_prompt(thread, turn)
+            submission = thread.submission
+            submission.command_id, submission.landed = message_id, asyncio.Event()
+            client = thread.client
+
+            async def call() -> object:
+                await client.context_limits.ensure(model)  # the meter's limits, as for a prompt
+                return await client.command(
+                    thread.session_id,
+                    name,
+                    arguments,
+                    message_id=message_id,
+                    model=model,
+                    agent=agent,
+                    deadline=COMMAND_DEADLINE,
                 )
-                raise exc
-            return TurnStart(thread_id=thread.thread_id, turn_id=turn.turn_id)
+
+            request = turn.scope.spawn(call(), name="command", log_errors=False)
+            assert request is not None  # the turn has just begun
+            submission.task = request
+            return await self._accepted(thread, turn, message_id, True, request, submission.landed)
+
+    async def _accepted(
+        self,
+        thread: ThreadState,
+        turn: Turn,
+        message_id: str,
+        new_turn: bool,
+        request: asyncio.Task[Any],
+        landed: asyncio.Event | None,
+    ) -> TurnStart:
+        """Wait until the server has what ``request`` sends: a prompt once its request
+        answered, a command once its message was seen (``landed``; its request goes on
+        until the run ends: the stream and the watchdog judge the run, as for a prompt).
+        Refused, a new turn ends aborted and the failure is raised."""
+        started = TurnStart(thread_id=thread.thread_id, turn_id=turn.turn_id)
+        what = "prompt" if landed is None else "command"
+        echo = asyncio.ensure_future(
+            landed.wait() if landed is not None else asyncio.Event().wait()
+        )
+        try:
+            await asyncio.wait([request, echo], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if landed is None:  # a command cannot be withdrawn so (the server runs it)
+                request.cancel()
+                self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
+            raise
+        finally:
+            echo.cancel()
+            if thread.submission.task is request:
+                thread.submission.task = thread.submission.landed = None
+                thread.submission.command_id = None
+        if landed is not None and landed.is_set():
+            return started
+        if request.cancelled():
+            self._unsent(thread, turn, message_id, new_turn, "the send was cancelled")
+            raise TurnCancelledError(
+                f"the {what} was cancelled before the server accepted it "
+                "(its turn was interrupted or its session stopped)"
+            )
+        exc = request.exception()
+        if exc is not None:
+            if await self._landed_anyway(thread, exc, message_id):
+                # The answer was lost, but the server has our message: the turn runs.
+                _log.warning(
+                    f"adapter.{what}_answer_lost", thread_id=thread.thread_id, error=str(exc)
+                )
+                return started
+            self._unsent(thread, turn, message_id, new_turn, f"The {what} was not accepted: {exc}")
+            raise exc
+        return started
+
+    def _begin_turn(self, thread: ThreadState) -> Turn:
+        core = self._core
+        turn_id = Turn.new_id()
+        ledger = thread.ledger
+        turn = Turn(
+            turn_id=turn_id,
+            collector=PartialCollector(
+                thread.session_id,
+                max_output_bytes=core.limits.max_output_bytes,
+                belongs=ledger.output_of(turn_id),
+                counts=ledger.spend_of(turn_id),
+                context_limit=lambda p, m: thread.client.context_limits.get(p, m),
+            ),
+            scope=core.tasks.scope(f"turn:{thread.thread_id}"),
+        )
+        thread.lifecycle.begin_turn(turn)
+        turn.scope.spawn(self._watch(thread, turn), name="watchdog")
+        return turn
+
+    def _add_prompt(self, thread: ThreadState, turn: Turn) -> str:
+        """A prompt of ``turn`` is being sent: its id, minted so that its echo is known."""
+        message_id = mint_message_id()
+        turn.prompts[message_id] = False
+        thread.ledger.claim(message_id, turn.turn_id)
+        turn.collector.add_turn_message(message_id)
+        if turn.phase is not TurnPhase.AWAITING_ECHO:
+            thread.lifecycle.advance(turn, TurnPhase.AWAITING_ECHO)
+        turn.touch()
+        return message_id
 
     def _unsent(
         self, thread: ThreadState, turn: Turn, message_id: str, new_turn: bool, reason: str
@@ -241,6 +320,7 @@ class Turns:
     def root_message(self, thread: ThreadState, event: MessageUpdated) -> None:
         """A message of the root was created or changed."""
         observe_message_id(event.message_id)  # our next prompt's id must sort after it
+        _mark_landed(thread, event.message_id)
         entry = thread.ledger.see(
             event.message_id,
             event.role,
@@ -292,6 +372,7 @@ class Turns:
             self._schedule_check(thread, turn)
 
     def _user_message(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
+        _mark_landed(thread, message_id)
         # Newest by arrival, not by id: our ids are minted with this machine's clock,
         # the server's with its own.
         if message_id not in turn.users_seen:
@@ -767,6 +848,13 @@ class Turns:
                 f"(waited {self._core.timeouts.echo:g} s)"
             ),
         )
+
+
+def _mark_landed(thread: ThreadState, message_id: str) -> None:
+    """The server has the command being sent: its message was seen."""
+    submission = thread.submission
+    if submission.landed is not None and submission.command_id == message_id:
+        submission.landed.set()
 
 
 def _aborted(turn: Turn, reason: str) -> TurnEnding:

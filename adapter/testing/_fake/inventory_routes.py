@@ -44,9 +44,25 @@ def _default_agents() -> list[JSON]:
 
 def _default_commands() -> list[JSON]:
     return [
-        {"name": "init", "description": "guided AGENTS.md setup", "source": "command"},
-        {"name": "review", "description": "review changes", "source": "command", "subtask": True},
-        {"name": "customize-opencode", "description": _SKILL_DESCRIPTION, "source": "skill"},
+        {
+            "name": "init",
+            "description": "guided AGENTS.md setup",
+            "source": "command",
+            "template": "Create or update `AGENTS.md` for this repository. $ARGUMENTS",
+        },
+        {
+            "name": "review",
+            "description": "review changes",
+            "source": "command",
+            "subtask": True,
+            "template": "You are a code reviewer. $ARGUMENTS",
+        },
+        {
+            "name": "customize-opencode",
+            "description": _SKILL_DESCRIPTION,
+            "source": "skill",
+            "template": "# Customizing opencode",
+        },
     ]
 
 
@@ -70,7 +86,8 @@ class FakeInventory:
 
     ``agents``, ``commands``, ``skills``: the JSON entries of ``GET /agent``,
     ``/command``, ``/skill`` (a configured command appears in ``commands`` like
-    the ``command`` section of ``opencode.json`` on the real server). ``mcp``:
+    the ``command`` section of ``opencode.json`` on the real server; its
+    ``template`` is what ``POST /session/{id}/command`` runs). ``mcp``:
     ``GET /mcp``'s ``{name: {status, error?}}``. The model's limits are those of
     :func:`adapter.testing._real_server.opencode_config`.
     """

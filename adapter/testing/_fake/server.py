@@ -22,6 +22,7 @@ import httpx
 
 from ..._base._closing import AsyncClosing
 from .._fake_input import ModelInput
+from .command_routes import CommandRoutes
 from .events import EventBus
 from .hooks import Hold, Hook, HookChain, HookHandler, RunEndHold, failure
 from .http import Router, Transport, basic_token
@@ -133,6 +134,7 @@ class FakeOpenCodeServer(AsyncClosing):
         """What ``GET /agent``, ``/command``, ``/skill``, ``/mcp`` and the model's limits
         in ``GET /config/providers`` answer (the real server's defaults; change it per test)."""
         InventoryRoutes(self._router, self, self.inventory)
+        CommandRoutes(self._router, self._state, self._runner, self, self.inventory)
         self._transport = Transport(self._handle)
 
     # ------------------------------------------------------------------ settings & records
