@@ -20,6 +20,7 @@ from tests.differential.language import (
     CONTINUATION_TEXT,
     CallBash,
     CallTask,
+    Command,
     Overflows,
     Prompt,
     Say,
@@ -366,7 +367,7 @@ def test_wait_idle_of_an_explicit_session_follows_its_prompt() -> None:
     for scenario in BY_NAME.values():
         prompted: set[str] = set()
         for action in scenario.actions:
-            if isinstance(action, Prompt):
+            if isinstance(action, Prompt | Command):
                 prompted.add(action.session)
             if isinstance(action, WaitIdle) and "/" not in action.session:
                 assert action.session in prompted, scenario.name

@@ -39,6 +39,8 @@ __all__ = ["INTERRUPTED_BY_USER", "Interrupts"]
 _log = get_logger("adapter.interrupt")
 
 INTERRUPTED_BY_USER = "Interrupted by user."
+#: How often a stop waiting for a slash command to land reads it back (seconds).
+_READ_BACK_EVERY = 0.25
 
 
 class Interrupts:
@@ -277,17 +279,27 @@ async def _withdraw_submission(thread: ThreadState, wait: float) -> None:
     """Before the root is aborted: a prompt still on its way is cancelled (it would start
     work behind the abort). A slash command's request, cancelled, still runs on the server
     (measured on 1.18.34, even 50 ms after it was sent, before its message existed), so
-    the stop waits, at most ``wait`` s, until the server has its message or the request
-    ended: the abort then ends its run, and the request returns."""
+    the stop waits, at most ``wait`` s, until the server has its message (its echo, or the
+    message read back: the stream may say nothing, as 1.14.48's) or the request ended:
+    the abort then ends its run, and the request returns."""
     task, landed = thread.submission.task, thread.submission.landed
+    command_id = thread.submission.command_id
     if task is None or task.done():
         return
-    if landed is not None:
-        echo = asyncio.ensure_future(landed.wait())
-        try:
-            await asyncio.wait([task, echo], timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            echo.cancel()
+    if landed is not None and command_id is not None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                while not (landed.is_set() or task.done()):
+                    echo = asyncio.ensure_future(landed.wait())
+                    try:
+                        await asyncio.wait([task, echo], timeout=_READ_BACK_EVERY)
+                    finally:
+                        echo.cancel()
+                    if landed.is_set() or task.done():
+                        return
+                    with contextlib.suppress(OpenCodeError):  # not there yet, or unknown
+                        await thread.client.message(thread.session_id, command_id)
+                        return
         if landed.is_set() or task.done():
             return
     task.cancel()

@@ -12,12 +12,17 @@ import asyncio
 import contextlib
 import sys
 import time
+from typing import Any
 
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 
 from .compare import compare, report
 from .driver import FakeTarget, RealTarget, record_both
-from .language import BACKGROUND_SUBAGENTS_ENV, auto_compaction_server_options
+from .language import (
+    BACKGROUND_SUBAGENTS_ENV,
+    auto_compaction_server_options,
+    command_server_options,
+)
 from .scenarios import BY_NAME, SCENARIOS
 from .schema import served_spec
 
@@ -31,21 +36,22 @@ async def _run(names: list[str]) -> int:
         server = stack.enter_context(RealOpenCodeServer(model.base_url))
         real = RealTarget(server, model)
         api = served_spec(server.base_url, server.auth)
-        compacting: RealTarget | None = None
-        background: RealTarget | None = None
+        others: dict[str, RealTarget] = {}
+
+        def other(kind: str, options: dict[str, Any]) -> RealTarget:
+            if kind not in others:
+                second = RealOpenCodeServer(model.base_url, **options)
+                others[kind] = RealTarget(stack.enter_context(second), model)
+            return others[kind]
+
         for scenario in chosen:
             target = real
             if scenario.auto_compaction:
-                if compacting is None:
-                    options = auto_compaction_server_options()
-                    second = RealOpenCodeServer(model.base_url, **options)
-                    compacting = RealTarget(stack.enter_context(second), model)
-                target = compacting
-            elif scenario.background_subagents:
-                if background is None:
-                    third = RealOpenCodeServer(model.base_url, extra_env=BACKGROUND_SUBAGENTS_ENV)
-                    background = RealTarget(stack.enter_context(third), model)
-                target = background
+                target = other("compacting", auto_compaction_server_options())
+            if scenario.commands:
+                target = other("commands", command_server_options())
+            if scenario.background_subagents:
+                target = other("background", {"extra_env": BACKGROUND_SUBAGENTS_ENV})
             fake = FakeTarget(background_subagents=scenario.background_subagents)
             t0 = time.monotonic()
             try:

@@ -40,7 +40,9 @@ import httpx
 from adapter.testing import FakeOpenCodeServer, RealOpenCodeServer, ScriptedModelServer
 
 from .language import (
+    COMMANDS,
     Call,
+    Command,
     Create,
     Prompt,
     Scenario,
@@ -311,11 +313,11 @@ def conversations(scenario: Scenario, names: Mapping[str, str]) -> dict[str, lis
     started: dict[str, str] = {}
     turns: dict[str, list[Turn]] = {}
     for action in scenario.actions:
-        if not isinstance(action, Prompt):
+        if not isinstance(action, Prompt | Command):
             continue
         own = list(scenario.scripts[action.script])
         name = names[action.script]
-        if action.session not in started or action.fresh_history:
+        if action.session not in started or getattr(action, "fresh_history", False):
             if name in turns:
                 raise ValueError(f"{scenario.name}: script {action.script!r} starts two chats")
             started[action.session] = name
@@ -490,6 +492,13 @@ class _Run:
             label = f"POST /session/{{{action.session}}}/{route}"
             path = f"/session/{sid}/{route}"
             await self.request(client, "POST", path, body, label, "scenario", action.directory)
+        elif isinstance(action, Command):
+            sid = await self.wait_session(action.session)
+            self.marks[action.session] = len(self.log.events)
+            arguments = f"[[script:{self.names[action.script]}]]"
+            body = {"command": action.command, "arguments": arguments}
+            label = f"POST /session/{{{action.session}}}/command"
+            await self.request(client, "POST", f"/session/{sid}/command", body, label, "scenario")
         elif isinstance(action, Call):
             path = await self.expand(client, action.path)
             body = await self.expand_body(client, action.body)
@@ -636,6 +645,10 @@ async def record(
 ) -> Recording:
     """Run ``scenario`` on ``target`` and return what was recorded."""
     names = names or run_names(scenario, uuid.uuid4().hex[:6])
+    if scenario.commands and isinstance(target, FakeTarget):
+        target.server.inventory.commands[2:2] = [
+            {"name": name, **command} for name, command in COMMANDS.items()
+        ]
     target.install(scenario.scripts, names)
     for name, turns in conversations(scenario, names).items():
         target.install_conversation(name, turns, names)

@@ -171,6 +171,26 @@ class Prompt:
     """Send it in the named other directory (see :data:`Directory`)."""
 
 
+COMMANDS: Mapping[str, Mapping[str, Any]] = {
+    "hello": {"template": "Say hello to $ARGUMENTS", "description": "Greets"},
+    "sub": {"template": "Investigate $ARGUMENTS", "description": "Delegates", "subtask": True},
+}
+"""The slash commands of a :attr:`Scenario.commands` scenario's configuration (``opencode.json``'s
+``command``; the fake's ``inventory.commands``): ``hello`` runs in the session, ``sub`` as a
+``task`` child on the real server."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """``POST /session/{id}/command``: the configured ``command`` (see :data:`COMMANDS`) with
+    the marker of script ``script`` as its arguments. It answers when the run has ended;
+    the driver waits for that answer. The scenario needs ``commands=True``."""
+
+    session: str
+    script: str
+    command: str = "hello"
+
+
 @dataclass(frozen=True)
 class Call:
     """Any HTTP request. ``path`` and string values in ``body`` are templates:
@@ -218,7 +238,7 @@ class Settle:
     """Wait until no event of the scenario arrived for a short quiet period."""
 
 
-Action: TypeAlias = Create | Prompt | Call | WaitIdle | WaitFor | WaitModelCall | Settle
+Action: TypeAlias = Create | Prompt | Command | Call | WaitIdle | WaitFor | WaitModelCall | Settle
 
 Directory: TypeAlias = str
 """The name of a directory other than the target's own (``"second"``): each target maps it
@@ -254,6 +274,9 @@ class Scenario:
     background_subagents: bool = False
     """Run on a real server with background subagents on (:data:`BACKGROUND_SUBAGENTS_ENV`),
     and on a ``FakeOpenCodeServer(background_subagents=True)``."""
+    commands: bool = False
+    """Run on a real server whose configuration has :data:`COMMANDS` (the fake gets them
+    too), not the shared one; see :func:`command_server_options`."""
 
     def __post_init__(self) -> None:
         for name, turns in self.scripts.items():
@@ -288,6 +311,11 @@ def auto_compaction_server_options() -> dict[str, Any]:
         "extra_env": {"OPENCODE_DISABLE_AUTOCOMPACT": "0"},
         "config_overrides": {"compaction": {"auto": True}},
     }
+
+
+def command_server_options() -> dict[str, Any]:
+    """``RealOpenCodeServer`` keyword arguments for :attr:`Scenario.commands`."""
+    return {"config_overrides": {"command": {k: dict(v) for k, v in COMMANDS.items()}}}
 
 
 # --------------------------------------------------------------------------- translation

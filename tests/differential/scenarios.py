@@ -14,6 +14,7 @@ from .language import (
     CallQuestion,
     CallTask,
     CallTodo,
+    Command,
     Create,
     Fails,
     Hangs,
@@ -646,6 +647,27 @@ SCENARIOS: list[Scenario] = [
             Settle(),
         ],
         scripts={"main": [Say("remember this")]},
+    ),
+    # A slash command (a server configured with one): the template with its arguments is
+    # the user message, run like a prompt; the request answers at the run's end, then
+    # command.executed. An unknown command is a bare 500, its reason in session.error.
+    Scenario(
+        "command_turn",
+        [
+            titled("root"),
+            Command("root", "main"),
+            WaitIdle("root"),
+            Call("POST", "/session/{root}/command", {"command": "nope", "arguments": ""}),
+            Settle(),
+        ],
+        scripts={"main": [CallBash("echo hi", "hi\n"), Say("said hello")]},
+        constraints=[
+            *turn_order("root"),
+            Before(finished("root"), idle("root")),
+            Occurs(On("command.executed", "root"), 1, 1),
+            Occurs(On("session.error", "root", {"error.name": "UnknownError"}), 1, 1),
+        ],
+        commands=True,
     ),
     # Automatic compaction inside a run (a server with auto-compaction on): the summary
     # and the synthetic "continue" message, then the agent goes on in the same run.

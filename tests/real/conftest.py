@@ -16,7 +16,7 @@ import pytest
 from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing._real_server import RealOpenCodeServer
 from adapter.testing.model import ScriptedModelServer
-from tests.differential.language import BACKGROUND_SUBAGENTS_ENV
+from tests.differential.language import BACKGROUND_SUBAGENTS_ENV, command_server_options
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +40,15 @@ def background_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenC
     ``"background": true`` (``task_call(..., background=True)``) runs its child while the
     root goes on. One server per module that uses it (a start costs a few seconds)."""
     with RealOpenCodeServer(scripted_model.base_url, extra_env=BACKGROUND_SUBAGENTS_ENV) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def command_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A real OpenCode server like ``real_server`` whose configuration has the slash
+    commands ``hello`` (run in the session) and ``sub`` (a ``subtask``, run as a ``task``
+    child): ``tests.differential.language.COMMANDS``."""
+    with RealOpenCodeServer(scripted_model.base_url, **command_server_options()) as server:
         yield server
 
 

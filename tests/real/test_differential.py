@@ -65,6 +65,8 @@ async def test_fake_matches_real_server(
         server = request.getfixturevalue("compacting_server")
     elif scenario.background_subagents:
         server = request.getfixturevalue("background_server")
+    if scenario.commands:
+        server = request.getfixturevalue("command_server")
     fake = FakeTarget(background_subagents=scenario.background_subagents)
     try:
         fake_rec, real_rec = await record_both(scenario, fake, RealTarget(server, scripted_model))
