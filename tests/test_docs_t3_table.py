@@ -39,7 +39,6 @@ PENDING = frozenset(
     {
         "stop_subagent()",
         "fork_thread()",
-        "run_command()",
         "add_mcp_server()",
         "task.started",
         "task.updated",
