@@ -5,7 +5,8 @@ The events are real: ``events-kinds-1.18.34.jsonl`` was recorded from
 and replied, a question replied, one rejected, a manual compaction, a revert
 that removes messages, a model retry, a deleted session, a heartbeat);
 ``events-nested.jsonl`` holds task trees stopped mid-way, ``events-todo-1.18.34.jsonl``
-the ``todo.updated`` of a root and of its subagent. A malformed event
+the ``todo.updated`` of a root and of its subagent, ``events-diff-1.18.34.jsonl``
+turns that change files with snapshots on (and a revert). A malformed event
 of a known type must raise :class:`NativeEventError` and nothing else, or one
 hostile event would stop the adapter's pump.
 """
@@ -72,6 +73,7 @@ RECORDED = (
     + load("events-partial.jsonl")
     + load("events-1.15.13-task-abort.jsonl")
     + load("events-todo-1.18.34.jsonl")
+    + load("events-diff-1.18.34.jsonl")
 )
 
 RECORDS: dict[str, type[Any]] = {

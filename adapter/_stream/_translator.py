@@ -5,7 +5,8 @@ handed here. This module decides which thread it concerns (through the
 session -> thread map, :mod:`adapter._threads._session_owners` for sessions not yet known),
 feeds the active turn's partial-result collector, and translates: output parts
 (text, reasoning, tool calls) go to :mod:`adapter._stream._output`, the root's todo
-list becomes ``turn.plan.updated`` here, requests to
+list becomes ``turn.plan.updated`` here, a prompt's diff summary ``turn.diff.updated``
+(:mod:`adapter._stream._turn_diff`), requests to
 :mod:`adapter._requests._pending`, and what the root's messages and status say about the
 turn to :mod:`adapter._turns._running`. It is the top of the translation: every module it
 calls returns to it, none calls back into it.
@@ -48,6 +49,7 @@ from .._types._events import (
     TurnPlanUpdated,
 )
 from ._output import Output
+from ._turn_diff import turn_diff
 from ._vocabulary import is_placeholder_title
 
 __all__ = ["Translator"]
@@ -94,6 +96,8 @@ class Translator:
                 if event.summary:
                     thread.compactions.summary_message(event.message_id, event.parent_id)
                 self._turns.root_message(thread, event)
+                if event.role == "user":
+                    turn_diff(self._core, thread, event)
             if turn is not None and (event.finish is not None or event.error is not None):
                 thread.lifecycle.usage_changed(turn)  # a step finished: its tokens and cost
         elif type(event) is SessionStatusChanged:

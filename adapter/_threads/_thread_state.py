@@ -26,6 +26,7 @@ from .._base._tasks import TaskScope
 from .._turns._lifecycle import Lifecycle
 from .._turns._message_turns import MessageLedger
 from .._turns._turn import Turn
+from .._types._events import FileDiff
 from .._types._permissions import PermissionRule
 from .._types._records import InterruptResult, SessionInfo
 from ._compaction import CompactionLedger
@@ -111,6 +112,15 @@ class Submission:
     landed: asyncio.Event | None = None
 
 
+@dataclass(eq=False, slots=True)
+class SentDiffs:
+    """What ``turn.diff.updated`` last sent (changed by :mod:`adapter._stream._turn_diff`):
+    the newest turn's files per prompt (user message id -> files, entries left out)."""
+
+    turn_id: str | None = None
+    prompts: dict[str, tuple[tuple[FileDiff, ...], int]] = field(default_factory=dict)
+
+
 @dataclass(eq=False)
 class ThreadState:
     thread_id: str
@@ -130,6 +140,7 @@ class ThreadState:
     requests: OpenRequests = field(default_factory=OpenRequests)
     interrupts: InterruptState = field(default_factory=InterruptState)
     submission: Submission = field(default_factory=Submission)
+    diffs: SentDiffs = field(default_factory=SentDiffs)
 
     # Read-only views, for readers of one field.
     @property

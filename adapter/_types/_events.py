@@ -33,6 +33,7 @@ __all__ = [
     "ChildStarted",
     "ContentDelta",
     "Event",
+    "FileDiff",
     "ItemCompleted",
     "ItemEvent",
     "ItemStarted",
@@ -55,6 +56,7 @@ __all__ = [
     "ThreadStarted",
     "TurnAborted",
     "TurnCompleted",
+    "TurnDiffUpdated",
     "TurnEvent",
     "TurnPlanUpdated",
     "TurnRetrying",
@@ -370,6 +372,40 @@ class TurnPlanUpdated(Event):
     todos: tuple[PlanItem, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """One file a turn changed, as OpenCode's snapshot diff says it.
+
+    ``path`` is relative to the project's worktree; ``status`` is ``added``,
+    ``modified`` or ``deleted`` in OpenCode 1.18.34 (``None`` when the server sends
+    none); ``patch`` is the file's unified diff, ``None`` when the server sent none or
+    when it was dropped for size, which ``patch_omitted`` says (see
+    ``turn.diff.updated`` in docs/adapter.md for the bounds).
+    """
+
+    path: str
+    status: str | None
+    additions: int
+    deletions: int
+    patch: str | None = None
+    patch_omitted: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnDiffUpdated(Event):
+    """``turn.diff.updated``: the files the turn has changed so far, in full each time.
+
+    Sent when they change (never for a turn that changed nothing), possibly just after
+    the turn's end: OpenCode computes the turn's diff after each step and once more
+    after the run's idle. ``omitted_files`` counts entries left out (over the bound,
+    or malformed). ``raw`` is ``None``: the native message carries every patch whole.
+    """
+
+    type: Literal["turn.diff.updated"] = "turn.diff.updated"
+    files: tuple[FileDiff, ...]
+    omitted_files: int = 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ItemStarted(ItemEvent):
     type: Literal["item.started"] = "item.started"
@@ -462,6 +498,7 @@ AnyEvent = (
     | TurnRetrying
     | TurnUsageUpdated
     | TurnPlanUpdated
+    | TurnDiffUpdated
     | TurnStopping
     | TurnStopped
     | TurnStopFailed
