@@ -190,3 +190,36 @@ async def _replay(oc: OpenCodeAdapter) -> Any:
                 return
     finally:
         await stream.aclose()
+
+
+async def test_the_fakes_write_and_edit_tools_change_files_when_snapshots_are_on(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.snapshot = True
+    new = f"{fake.directory}/new.txt"
+    fake.script(
+        "root",
+        [
+            Tool("write", {"filePath": new, "content": "a\nb\n"}),
+            Tool("edit", {"filePath": new, "oldString": "b", "newString": "B\nc"}),
+            Text("done"),
+        ],
+    )
+    fake.script("talk", [Text("nothing changed")])
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        await oc.start_session(T)
+        first = await oc.send_turn(T, "go [[script:root]]")
+        await rec.wait_for("turn.completed")
+        second = await oc.send_turn(T, "go [[script:talk]]")
+        await rec.wait_for("turn.completed", lambda e: e.turn_id == second.turn_id)
+        await rec.close()
+    diffs = rec.of("turn.diff.updated")
+    assert {d.turn_id for d in diffs} == {first.turn_id}
+    # The fake's consecutive tools are one model step: one diff, the file as it ends.
+    assert [(f.path, f.status, f.additions, f.deletions) for d in diffs for f in d.files] == [
+        ("new.txt", "added", 3, 0)
+    ]
+    assert diffs[-1].files[0].patch is not None and "+B" in diffs[-1].files[0].patch
+    native = [e["properties"]["diff"] for e in fake.events if e["type"] == "session.diff"]
+    assert native and all(d == [] for d in native), "session.diff stays [] as on 1.18.34"

@@ -266,7 +266,8 @@ class ScriptRunner:
             self._state.set_status(session, BUSY)
         self._state.set_idle(session)
         if regular and outcome in ("completed", "blocked"):
-            self._state.announce_diff(session)
+            assert prompt is not None
+            self._state.announce_diff(session, prompt.user_message_id)
 
     @staticmethod
     def _finish_prompt(prompt: Prompt, result: Result) -> None:

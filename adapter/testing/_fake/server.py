@@ -172,6 +172,19 @@ class FakeOpenCodeServer(AsyncClosing):
         return MappingProxyType(self._state.sessions)
 
     @property
+    def snapshot(self) -> bool:
+        """OpenCode's ``snapshot`` config in a git project (default off, as the real
+        suite's ``snapshot: false``). On, the ``write`` and ``edit`` tools change the
+        fake's project files and each step and run end sends the prompt's diff summary
+        (``message.updated`` of the user message, ``info.summary.diffs``), as measured
+        on 1.18.34; ``session.diff`` stays ``[]`` either way."""
+        return self._state.files.enabled
+
+    @snapshot.setter
+    def snapshot(self, value: bool) -> None:
+        self._state.files.enabled = value
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`aclose` was called."""
         return self._state.closed

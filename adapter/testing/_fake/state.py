@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .events import EventBus
+from .files import ProjectFiles
 from .ids import IdMinter
 from .records import FakeMessage, FakeSession, PendingRequest
 from .wire import IDLE, JSON, OPENCODE_VERSION, now_ms, sum_usage, zero_usage
@@ -38,6 +39,8 @@ class FakeState:
         self.requests_pending: dict[str, PendingRequest] = {}
         self.always: set[tuple[str, str]] = set()
         """(permission, pattern) pairs replied ``always``: approved project-wide."""
+        self.files = ProjectFiles()
+        """The project's files as the ``write``/``edit`` tools left them (snapshots on)."""
 
     def session(self, session_id: str) -> FakeSession:
         try:
@@ -124,16 +127,26 @@ class FakeState:
             "tokens": sum_usage(session.info.get("tokens", zero_usage()), tokens, sign=1),
         }
 
-    def announce_diff(self, session: FakeSession) -> None:
-        """``session.updated`` (with the diff ``summary``) then ``session.diff``.
+    def announce_diff(self, session: FakeSession, prompt_id: str | None = None) -> None:
+        """``session.updated`` (with the diff ``summary``) then ``session.diff``, and with
+        snapshots on (:attr:`files`) the prompt's diff summary on its user message.
 
         Measured: the pair follows each new assistant message (the start of each model
-        step) and the final idle of a run that did not fail; the fake changes no
-        files, so the diff is ``[]`` like the real one with snapshots off.
+        step) and the final idle of a run that did not fail; ``session.diff`` is ``[]``
+        in 1.18.34 whatever changed (its summarize publishes ``[]`` first, then, with
+        snapshots on, writes the turn's diff on the prompt: ``message.updated``).
         """
         summary = session.info.get("summary") or {"additions": 0, "deletions": 0, "files": 0}
         self.touch(session, summary=summary)
         self._emit("session.diff", {"sessionID": session.id, "diff": []})
+        diffs = self.files.summary(prompt_id) if prompt_id is not None else None
+        prompt = session._messages.get(prompt_id) if prompt_id is not None else None
+        if diffs is not None and prompt is not None and prompt.info.get("role") == "user":
+            summary_of = prompt.info.get("summary")
+            kept = summary_of if isinstance(summary_of, dict) else {}
+            self.store_message(
+                session, prompt, {**prompt.info, "summary": {**kept, "diffs": diffs}}
+            )
 
     def set_status(self, session: FakeSession, status: JSON, *, emit: bool = True) -> None:
         session.status = status

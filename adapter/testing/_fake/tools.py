@@ -150,6 +150,8 @@ class ToolSteps:
         if step.tool == "todowrite" and step.output is None:
             self.todos_written(run, part, step)
             return
+        prompt_id = run.answering or run.prompt.user_message_id
+        self._state.files.tool_ran(prompt_id, run.session.directory, step.tool, step.input)
         output = step.output if step.output is not None else ""
         metadata: JSON = {}
         if step.tool == "read":

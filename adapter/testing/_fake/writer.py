@@ -114,7 +114,7 @@ class MessageWriter:
         if regular:
             # Measured: session.updated (the diff summary appears with the first step)
             # and session.diff, then busy again before the step streams.
-            self._state.announce_diff(session)
+            self._state.announce_diff(session, parent_id)
             self._state.set_status(session, BUSY)
         elif prompt.compaction is not None and "summary" not in session.info:
             self._state.touch(session, summary={"additions": 0, "deletions": 0, "files": 0})
