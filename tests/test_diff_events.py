@@ -19,7 +19,7 @@ from typing import Any
 
 from adapter import AnyEvent, FileDiff, OpenCodeAdapter, TurnDiffUpdated
 from adapter._stream._turn_diff import MAX_DIFF_FILES, MAX_PATCH_CHARS, file_diffs
-from adapter.testing.fake import FakeOpenCodeServer, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
 from tests.adapter_support import Recorder
 
 T = "thread"
@@ -176,6 +176,34 @@ async def test_a_user_message_of_no_turn_is_not_sent(
         await rec.wait_for("turn.diff.updated")
         await rec.close()
     assert [[f.path for f in d.files] for d in rec.of("turn.diff.updated")] == [["b.txt"]]
+
+
+async def test_a_steered_turn_sends_the_union_of_its_prompts_diffs(
+    fake: FakeOpenCodeServer,
+) -> None:
+    # Measured on 1.18.34: a steer's prompt gets its own summary (the steps answering
+    # it), and the first prompt's summary keeps what its own steps changed.
+    fake.script("long", [Text("working"), Hang()])
+    one = {"file": "one.txt", "patch": "+1", "additions": 3, "deletions": 0, "status": "added"}
+    again = {**one, "patch": "+2", "additions": 1, "deletions": 1, "status": "modified"}
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        root = (await oc.start_session(T)).session_id
+        first = await oc.send_turn(T, "start [[script:long]]")
+        prompt = root_user_message(fake, root)
+        await oc.send_turn(T, "also do this")
+        steer = root_user_message(fake, root)  # the fake echoes a steer as it admits it
+        assert steer["id"] != prompt["id"]
+        fake.emit("message.updated", summarised(prompt, [one]))
+        fake.emit("message.updated", summarised(steer, [again, B]))
+        await rec.wait_for("turn.diff.updated", lambda e: len(e.files) == 2)
+        await rec.close()
+    diffs = rec.of("turn.diff.updated")
+    assert {d.turn_id for d in diffs} == {first.turn_id}
+    assert diffs[-1].files == (
+        FileDiff("b.txt", "deleted", 0, 1, "-b"),
+        FileDiff("one.txt", "added", 4, 1, "+1+2"),
+    )
 
 
 async def _replay(oc: OpenCodeAdapter) -> Any:

@@ -15,8 +15,9 @@ whole session's diff, not the turn's.
 So the turn's user message is the source. This module parses its diff within bounds
 (a patch is the file's whole unified diff: a 5,000-line new file's is 54 kB) and sends
 it only when it changed from what was last sent for that message: a turn that changed
-nothing sends nothing, a repeat is not sent again. A turn with several prompts (a
-steer) has one summary per prompt; the turn's files are their union.
+nothing sends nothing, a repeat is not sent again. A steered turn has one summary
+per prompt (measured: the steer's covers the steps answering it, the first keeps its
+own); the turn's files are their union.
 """
 
 from __future__ import annotations
