@@ -43,7 +43,6 @@ PENDING = frozenset(
         "task.started",
         "task.updated",
         "task.completed",
-        "turn.diff.updated",
     }
 )
 
