@@ -17,6 +17,7 @@ from ._client._inventory import (
     ServerInventory,
     SkillInfo,
 )
+from ._client._mcp import McpServerStatus
 from ._client._models import (
     Health,
     Message,
@@ -141,6 +142,7 @@ __all__ = [
     "ItemStarted",
     "ItemType",
     "ItemUpdated",
+    "McpServerStatus",
     "Message",
     "MessageError",
     "MessageInfo",

@@ -35,6 +35,7 @@ from ._base._tasks import first_of
 from ._client import OpenCodeClient
 from ._client._base_url import checked_base_url
 from ._client._inventory import ServerInventory, known_command
+from ._client._mcp import McpServerStatus
 from ._client._native import NativeEvent
 from ._exceptions import (
     AdapterClosedError,
@@ -61,8 +62,9 @@ from ._stream._pump_sink import PumpSink
 from ._stream._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from ._stream._translator import Translator
 from ._threads._compaction import summarize
+from ._threads._fork import check_free, checked_at_turn, discard_fork, fork_session_at
 from ._threads._registry import AdapterCore, Limits
-from ._threads._resume import fork_into, observe_newest_message, parse_cursor
+from ._threads._resume import cursor_of, fork_into, observe_newest_message, parse_cursor
 from ._threads._session_owners import Ownership
 from ._threads._session_tree import SessionTree, build_tree
 from ._threads._stored_turns import turn_starts, unreverted
@@ -595,6 +597,17 @@ class OpenCodeAdapter(AsyncClosing):
         where = normalise_directory(directory) if directory is not None else self._directory
         return await self._core.client_for(where).inventory()
 
+    async def add_mcp_server(
+        self, name: str, config: Mapping[str, Any], *, directory: str | None = None
+    ) -> McpServerStatus:
+        """Add (or replace) MCP server ``name`` in ``directory`` (default: the adapter's)
+        with OpenCode's ``config`` (``{"type": "local", "command": [...], ...}`` or
+        ``{"type": "remote", "url": ..., ...}``, checked first); its status once the
+        server tried to start it (``docs/adapter.md``, "MCP servers")."""
+        self._check_open()
+        where = normalise_directory(directory) if directory is not None else self._directory
+        return await self._core.client_for(where).add_mcp(name, config)
+
     # -- requests --------------------------------------------------------------
 
     async def respond_to_request(self, thread_id: str, request_id: str, decision: str) -> None:
@@ -666,6 +679,33 @@ class OpenCodeAdapter(AsyncClosing):
             target = starts[max(0, len(starts) - num_turns)]
             await thread.client.revert(thread.session_id, target.info.id)
         return await self.read_thread(thread_id)
+
+    async def fork_thread(
+        self, thread_id: str, new_thread_id: str, *, at_turn: int | None = None
+    ) -> SessionInfo:
+        """Start ``new_thread_id`` on OpenCode's fork of the thread's root: every turn, or
+        those before turn ``at_turn`` (from 0, as ``rollback_thread`` counts turns;
+        negative from the end), with the source's directory, model and permission mode;
+        the source is untouched (``docs/adapter.md``, "Forking a thread")."""
+        self._check_open()
+        source, at_turn = self._core.get(thread_id), checked_at_turn(at_turn)
+        check_free(new_thread_id, self._core.threads, self._starting)
+        await self._wait_ready(source)
+        teardown, known = self._timeouts.teardown, source.ledger.user_turns()
+        fork = await fork_session_at(
+            source.client, source.session_id, known, at_turn, teardown=teardown
+        )
+        try:  # no await between this check and start_session's registration
+            check_free(new_thread_id, self._core.threads, self._starting)
+            cursor = cursor_of(fork.id, source.directory)
+            await self.start_session(
+                new_thread_id, directory=source.directory, model=source.model, resume=cursor
+            )
+        except BaseException:
+            await discard_fork(source.client, fork.id, teardown=teardown)
+            raise
+        self._core.threads[new_thread_id].permissions = source.permissions
+        return self.session_info(new_thread_id)
 
     # -- plumbing --------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from ._inventory import (
     parse_skills,
     read_inventory,
 )
+from ._mcp import McpServerStatus, checked_mcp_body, mcp_deadline, parse_added
 from ._models import Health, Message, PendingRequest, Session, SessionStatus
 from ._retry import RetryPolicy
 
@@ -180,6 +181,16 @@ class OpenCodeClient(AsyncClosing):
         }
         return await read_inventory(reads, self.timeout)
 
+    async def add_mcp(self, name: str, config: Mapping[str, Any]) -> McpServerStatus:
+        """``POST /mcp {name, config}`` (checked first: :mod:`adapter._client._mcp`): the
+        new server's status once OpenCode tried to start it, which takes up to the
+        config's ``timeout`` (30 s without one, measured); the call waits that long plus
+        the request timeout. Never retried: an add starts a process."""
+        body = checked_mcp_body(name, config)
+        deadline = mcp_deadline(body["config"], self.timeout)
+        call = Call("add_mcp", "POST", "/mcp", parse_added(name), json_body=body, deadline=deadline)
+        return await self._send(call)
+
     # -- sessions --------------------------------------------------------------
 
     async def create_session(
@@ -217,16 +228,20 @@ class OpenCodeClient(AsyncClosing):
             )
         )
 
-    async def fork_session(self, session_id: str) -> Session:
-        """``POST /session/{id}/fork``: a new root session holding a copy of every message.
+    async def fork_session(self, session_id: str, *, before: str | None = None) -> Session:
+        """``POST /session/{id}/fork {messageID?}``: a new root session holding a copy of
+        every message, or of those stored before message ``before``.
 
         Measured on 1.18.34: the fork lives in the *original's* directory whatever
         directory the request names (see :meth:`move_session`), has no ``parentID``, is
-        titled ``"<title> (fork #1)"`` and carries none of the original's permission
-        rules. Never retried: a retry could fork twice."""
+        titled ``"<title> (fork #1)"`` (``#2`` for a fork of that fork) and carries none
+        of the original's permission rules; ``messageID`` is excluded with everything
+        after it, and one the session does not hold forks every message. Never
+        retried: a retry could fork twice."""
+        body = {} if before is None else {"messageID": self._caller_id("msg", before)}
         return await self._send(
             self._session_call(
-                "fork_session", "POST", session_id, "/fork", json_body={}, parse=Session.parse
+                "fork_session", "POST", session_id, "/fork", json_body=body, parse=Session.parse
             )
         )
 

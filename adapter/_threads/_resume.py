@@ -16,7 +16,6 @@ reach the old directory's stream only); ``move-session`` then moves the fork.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from .._exceptions import (
     RequestError,
 )
 from .._server._directories import normalise_directory
+from ._fork import copy_permission_rules, discard_fork
 
 if TYPE_CHECKING:
     from .._client import OpenCodeClient
@@ -98,13 +98,9 @@ async def fork_into(
                 raise _cannot_move(fork.id, exc) from exc
             if _directory_of(await client.get_session(fork.id)) != directory:
                 raise _cannot_move(fork.id, None)  # accepted, but the fork did not move
-        rules = original.raw.get("permission")
-        if isinstance(rules, list) and rules:
-            await client.add_permission_rules(fork.id, [r for r in rules if isinstance(r, Mapping)])
+        await copy_permission_rules(client, original, fork.id)
     except BaseException:
-        with contextlib.suppress(OpenCodeError, TimeoutError):
-            async with asyncio.timeout(teardown):
-                await client.delete_session(fork.id)
+        await discard_fork(client, fork.id, teardown=teardown)
         raise
     return fork
 

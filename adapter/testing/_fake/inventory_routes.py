@@ -15,7 +15,7 @@ import httpx
 
 from .http import Handler, Router
 from .records import Settings
-from .wire import JSON, json_response
+from .wire import JSON, invalid, js, json_response
 
 _MODALITIES = ("text", "audio", "image", "video", "pdf")
 
@@ -88,8 +88,12 @@ class FakeInventory:
     ``/command``, ``/skill`` (a configured command appears in ``commands`` like
     the ``command`` section of ``opencode.json`` on the real server; its
     ``template`` is what ``POST /session/{id}/command`` runs). ``mcp``:
-    ``GET /mcp``'s ``{name: {status, error?}}``. The model's limits are those of
-    :func:`adapter.testing._real_server.opencode_config`.
+    ``GET /mcp``'s ``{name: {status, error?}}`` for the configured servers, in every
+    directory. ``added``: directory -> name -> config of the servers ``POST /mcp`` added
+    there (listed after the configured ones, in that directory only, as measured on
+    1.18.34). ``mcp_outcomes``: name -> the status an added server gets (the fake starts
+    nothing); without one it is ``disabled`` for ``enabled: false``, else ``connected``.
+    The model's limits are those of :func:`adapter.testing._real_server.opencode_config`.
     """
 
     model_name: str = "Fake model"
@@ -99,12 +103,22 @@ class FakeInventory:
     commands: list[JSON] = field(default_factory=_default_commands)
     skills: list[JSON] = field(default_factory=_default_skills)
     mcp: dict[str, JSON] = field(default_factory=dict)
+    added: dict[str, dict[str, JSON]] = field(default_factory=dict)
+    mcp_outcomes: dict[str, JSON] = field(default_factory=dict)
+    added_status: dict[str, dict[str, JSON]] = field(default_factory=dict)
+    """directory -> name -> the status each added server got."""
+
+    def mcp_status(self, directory: str) -> JSON:
+        """``GET /mcp`` in ``directory``: the configured servers, then those added there."""
+        return {**self.mcp, **self.added_status.get(directory, {})}
 
 
 class InventoryRoutes:
-    """The handlers of ``GET /config/providers``, ``/agent``, ``/command``, ``/skill``, ``/mcp``."""
+    """The handlers of ``GET /config/providers``, ``/agent``, ``/command``, ``/skill``,
+    ``/mcp``, and ``POST /mcp``."""
 
     def __init__(self, router: Router, settings: Settings, inventory: FakeInventory) -> None:
+        self._router = router
         self._settings = settings
         self._inventory = inventory
         table = router.table
@@ -113,6 +127,7 @@ class InventoryRoutes:
         table.add("GET", "/command", self._list("commands"))
         table.add("GET", "/skill", self._list("skills"))
         table.add("GET", "/mcp", self._mcp)
+        table.add("POST", "/mcp", self._add_mcp)
 
     async def _providers(self, request: httpx.Request, params: tuple[str, ...]) -> httpx.Response:
         settings, inventory = self._settings, self._inventory
@@ -151,4 +166,29 @@ class InventoryRoutes:
         return handler
 
     async def _mcp(self, request: httpx.Request, params: tuple[str, ...]) -> httpx.Response:
-        return json_response(200, dict(self._inventory.mcp))
+        directory = self._router.request_directory(request)
+        return json_response(200, self._inventory.mcp_status(directory))
+
+    async def _add_mcp(self, request: httpx.Request, params: tuple[str, ...]) -> httpx.Response:
+        """``POST /mcp {name, config}`` (measured on 1.18.34): the directory's status map
+        after the add. A missing ``name``, ``config`` or ``command``/``url`` is the
+        schema's 400; nothing else is checked (the real server takes an empty name or
+        command, and unknown keys, and fails on them later)."""
+        body = await self._router.body(request)
+        for key in ("name", "config"):
+            if key not in body:
+                return invalid("Missing key", key)
+        name, config = body["name"], body["config"]
+        if not isinstance(config, dict):
+            return invalid(f"Expected object, got {js(config)}", "config")
+        required = "url" if config.get("type") == "remote" else "command"
+        if required not in config:
+            return invalid("Missing key", "config", required)
+        inventory = self._inventory
+        directory = self._router.request_directory(request)
+        inventory.added.setdefault(directory, {})[str(name)] = config
+        status = inventory.mcp_outcomes.get(str(name))
+        if status is None:
+            status = {"status": "disabled" if config.get("enabled") is False else "connected"}
+        inventory.added_status.setdefault(directory, {})[str(name)] = dict(status)
+        return json_response(200, inventory.mcp_status(directory))
