@@ -139,3 +139,15 @@ async def test_a_server_that_never_answers_the_add_is_a_bounded_error(
             await oc.add_mcp_server("slow", {**LOCAL, "timeout": 50})
     assert hold.requests
     hold.release()
+
+
+async def test_the_fakes_refusals_are_the_measured_ones(fake: FakeOpenCodeServer) -> None:
+    async with fake.client() as http:
+        no_command = await http.post("/mcp", json={"name": "y", "config": {"type": "local"}})
+        no_url = await http.post("/mcp", json={"name": "y", "config": {"type": "remote"}})
+    assert no_command.status_code == 400
+    assert no_command.json() == {
+        "name": "BadRequest",
+        "data": {"message": 'Missing key\n  at ["config"]["command"]', "kind": "Payload"},
+    }
+    assert no_url.json()["data"]["message"] == 'Missing key\n  at ["config"]["url"]'

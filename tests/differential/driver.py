@@ -44,6 +44,7 @@ from .language import (
     Call,
     Command,
     Create,
+    Fork,
     Prompt,
     Scenario,
     Settle,
@@ -508,6 +509,17 @@ class _Run:
             await self.request(
                 client, action.method, path, body, label, "scenario", action.directory
             )
+        elif isinstance(action, Fork):
+            sid = await self.wait_session(action.source)
+            before = action.before
+            body = {} if before is None else {"messageID": f"{{msg:{action.source}:{before}}}"}
+            label = f"POST /session/{{{action.source}}}/fork ({action.alias})"
+            path = f"/session/{sid}/fork"
+            body = await self.expand_body(client, body)
+            exchange = await self.request(client, "POST", path, body, label, "scenario", None)
+            if exchange.status == 200 and isinstance(exchange.body, dict):
+                self.explicit[action.alias] = str(exchange.body["id"])
+                self.created_in[action.alias] = self.directory_of(action.source)
         elif isinstance(action, WaitIdle):
             await self.wait_idle(action.session)
         elif isinstance(action, WaitFor):

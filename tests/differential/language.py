@@ -209,6 +209,17 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Fork:
+    """``POST /session/{source}/fork``, with ``{"messageID"}`` of the source's stored
+    message number ``before`` when given; the fork is known as ``alias`` from then on (so
+    its messages, status and events are compared like any scenario session's)."""
+
+    alias: str
+    source: str
+    before: int | None = None
+
+
+@dataclass(frozen=True)
 class WaitIdle:
     """Wait until the session went idle after its last prompt (or now), and things settled."""
 
@@ -238,7 +249,9 @@ class Settle:
     """Wait until no event of the scenario arrived for a short quiet period."""
 
 
-Action: TypeAlias = Create | Prompt | Command | Call | WaitIdle | WaitFor | WaitModelCall | Settle
+Action: TypeAlias = (
+    Create | Prompt | Command | Call | Fork | WaitIdle | WaitFor | WaitModelCall | Settle
+)
 
 Directory: TypeAlias = str
 """The name of a directory other than the target's own (``"second"``): each target maps it
