@@ -6,7 +6,8 @@ Measured on 1.18.34 (2026-12-01, scripted model):
 - ``POST /session/{id}/fork {messageID}`` copies the messages stored *before*
   ``messageID`` (a user or an assistant message alike); a ``messageID`` the session
   does not hold forks every message; one without the ``msg`` prefix is a bare
-  ``400 {"_tag": "BadRequest"}``.
+  ``400 {"_tag": "BadRequest"}`` (1.14.48: the schema's ``400 {name: "BadRequest",
+  data}``).
 - The fork is a root session (no ``parentID``, not among the source's children) titled
   ``"<title> (fork #1)"``; a fork of that fork is ``"<title> (fork #2)"``.
 - A fork while the source runs answers at once (about 50 ms) and copies what is stored
@@ -76,7 +77,7 @@ def test_a_fork_at_a_message_copies_the_messages_before_it(
     assert opencode_http.get(f"/session/{source['id']}/children").json() == []
     assert len(opencode_http.get(f"/session/{source['id']}/message").json()) == 6
     bad = opencode_http.post(f"/session/{source['id']}/fork", json={"messageID": "bad"})
-    assert (bad.status_code, bad.json()) == (400, {"_tag": "BadRequest"})
+    assert bad.status_code == 400  # the body differs by release; the fake's is 1.18.34's
 
 
 def test_a_fork_while_the_source_runs_copies_the_unfinished_step_and_the_run_goes_on(

@@ -18,13 +18,13 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from adapter import McpServerStatus, OpenCodeAdapter, RequestError, Timeouts
 from adapter.testing import RealOpenCodeServer
-from tests.real.conftest import adapter_on
 
 pytestmark = pytest.mark.real
 
@@ -33,17 +33,25 @@ TINY = str(Path(__file__).parent.parent / "fixtures" / "tiny_mcp_server.py")
 
 @pytest.fixture
 def elsewhere(real_server: RealOpenCodeServer, unique_name: str) -> Path:
+    """A directory of the test's own: what is added there is not seen by the other tests
+    of the shared server (``GET /mcp`` is per directory)."""
     path = real_server.directory.parent / f"mcp-{unique_name}"
     path.mkdir()
     return path
 
 
+def adapter_in(server: RealOpenCodeServer, directory: Path, **options: Any) -> OpenCodeAdapter:
+    return OpenCodeAdapter(server.base_url, directory=str(directory), **options)
+
+
 async def test_an_added_server_gets_its_status_in_its_directory_only(
     real_server: RealOpenCodeServer, unique_name: str, elsewhere: Path
 ) -> None:
+    other = elsewhere / "other"
+    other.mkdir()
     quits, missing = f"{unique_name}-quits", f"{unique_name}-missing"
     tiny, off = f"{unique_name}-tiny", f"{unique_name}-off"
-    async with adapter_on(real_server) as oc:
+    async with adapter_in(real_server, elsewhere) as oc:
         exited = await oc.add_mcp_server(quits, {"type": "local", "command": ["false"]})
         absent = await oc.add_mcp_server(
             missing, {"type": "local", "command": ["/nonexistent/mcp-server"]}
@@ -55,7 +63,7 @@ async def test_an_added_server_gets_its_status_in_its_directory_only(
             off, {"type": "local", "command": ["true"], "enabled": False}
         )
         here = dict((await oc.inventory()).mcp)
-        there = dict((await oc.inventory(directory=str(elsewhere))).mcp)
+        there = dict((await oc.inventory(directory=str(other))).mcp)
 
     assert exited == McpServerStatus(quits, "failed", "MCP error -32000: Connection closed")
     assert absent.status == "failed" and (absent.error or "").startswith("ENOENT")
@@ -97,10 +105,10 @@ def test_the_add_answers_the_map_replaces_a_name_and_lives_in_the_instance(
 
 
 async def test_a_server_that_never_answers_fails_after_its_timeout_and_the_call_returns(
-    real_server: RealOpenCodeServer, unique_name: str
+    real_server: RealOpenCodeServer, unique_name: str, elsewhere: Path
 ) -> None:
     config = {"type": "local", "command": ["sleep", "1000"], "timeout": 1000}
-    async with adapter_on(real_server) as oc:
+    async with adapter_in(real_server, elsewhere) as oc:
         started = time.monotonic()
         status = await oc.add_mcp_server(unique_name, config)
         took = time.monotonic() - started
@@ -109,13 +117,11 @@ async def test_a_server_that_never_answers_fails_after_its_timeout_and_the_call_
 
 
 async def test_the_adapter_gives_up_after_the_startup_timeout_plus_the_request_timeout(
-    real_server: RealOpenCodeServer, unique_name: str
+    real_server: RealOpenCodeServer, unique_name: str, elsewhere: Path
 ) -> None:
     # A request timeout shorter than what the server adds to the MCP timeout (~2 s).
     config = {"type": "local", "command": ["sleep", "1000"], "timeout": 1000}
-    short = OpenCodeAdapter(
-        real_server.base_url, directory=str(real_server.directory), timeouts=Timeouts(request=0.2)
-    )
+    short = adapter_in(real_server, elsewhere, timeouts=Timeouts(request=0.2))
     async with short:
         started = time.monotonic()
         with pytest.raises(RequestError):
