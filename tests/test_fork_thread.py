@@ -13,7 +13,7 @@ import json
 import httpx
 import pytest
 
-from adapter import InvalidInputError, OpenCodeAdapter, UnknownThreadError
+from adapter import InvalidInputError, OpenCodeAdapter, RequestError, UnknownThreadError
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Hang, Text
 from tests.adapter_support import Recorder
@@ -209,3 +209,46 @@ async def test_stopping_the_source_never_touches_the_fork(
     assert [e.thread_id for e in rec.of("session.exited")] == [T]
     tree = await oc.session_tree(F)
     assert [node.session_id for node in tree.sessions] == [info.session_id]
+
+
+def deleted(fake: FakeOpenCodeServer) -> list[str]:
+    return [r.session_id or "" for r in fake.requests if r.method == "DELETE"]
+
+
+async def test_a_fork_whose_thread_cannot_start_is_deleted_and_the_error_raised(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    await oc.start_session(T)
+    await finished_turns(oc, rec, "one")
+
+    async def then_fail_the_binding(request: httpx.Request) -> None:
+        fake.fail("GET", "/session/{id}", status=400)  # the new thread's read of its fork
+
+    fake.on("POST", "/session/{id}/fork", then_fail_the_binding)
+    with pytest.raises(RequestError):
+        await oc.fork_thread(T, F)
+
+    assert not oc.has_session(F)
+    [fork_id] = deleted(fake)
+    assert fork_id != oc.session_info(T).session_id and fork_id not in fake.sessions
+    assert oc.session_info(T).status == "ready"
+
+
+async def test_a_new_thread_id_taken_while_forking_is_refused_and_the_fork_deleted(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    await oc.start_session(T)
+    taken: list[str] = []
+
+    async def start_it_meanwhile(request: httpx.Request) -> None:
+        taken.append((await oc.start_session(F)).session_id)
+
+    fake.on("POST", "/session/{id}/fork", start_it_meanwhile)
+    with pytest.raises(InvalidInputError, match="in use"):
+        await oc.fork_thread(T, F)
+
+    assert oc.session_info(F).session_id == taken[0]
+    assert len(deleted(fake)) == 1 and deleted(fake)[0] not in (
+        taken[0],
+        oc.session_info(T).session_id,
+    )
