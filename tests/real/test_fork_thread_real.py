@@ -18,14 +18,16 @@ Measured on 1.18.34 (2026-12-01, scripted model):
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 
-from adapter import InvalidInputError
+from adapter import InvalidInputError, OpenCodeAdapter, SessionInfo
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import Hang, Text, script_marker
+from adapter.testing.model import Hang, Step, Text, script_marker
 from tests.adapter_support import Recorder
 from tests.real.conftest import adapter_on
 
@@ -41,6 +43,31 @@ def roles_and_texts(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
         (m["info"]["role"], "".join(p.get("text", "") for p in m["parts"] if p["type"] == "text"))
         for m in messages
     ]
+
+
+@asynccontextmanager
+async def source_thread(
+    server: RealOpenCodeServer,
+    model: ScriptedModelServer,
+    name: str,
+    steps: list[Step],
+    **options: Any,
+) -> AsyncIterator[tuple[OpenCodeAdapter, Recorder, SessionInfo]]:
+    """An adapter with thread ``source`` started, the model scripted with ``steps``."""
+    model.script(name, steps)
+    async with adapter_on(server) as oc:
+        rec = Recorder(oc)
+        try:
+            yield oc, rec, await oc.start_session("source", **options)
+        finally:
+            await rec.close()
+
+
+async def completed_turns(oc: OpenCodeAdapter, rec: Recorder, *texts: str) -> None:
+    """Each of ``texts`` sent to thread ``source`` as a turn, and completed."""
+    for text in texts:
+        turn = await oc.send_turn("source", text)
+        await rec.wait_for("turn.completed", lambda e, t=turn.turn_id: e.turn_id == t, 30)
 
 
 def test_a_fork_at_a_message_copies_the_messages_before_it(
@@ -105,14 +132,12 @@ async def test_fork_thread_branches_before_a_turn_and_leaves_the_source_alone(
 ) -> None:
     # The scripted model answers by the number of assistant messages so far: the fork's
     # turn is answered "branch" only if exactly the first turn came along.
-    scripted_model.script(unique_name, [Text("one"), Text("branch"), Text("three")])
     marker = script_marker(unique_name)
-    async with adapter_on(real_server) as oc:
-        rec = Recorder(oc)
-        source = await oc.start_session("source", permissions="ask", title="source")
-        for text in ("first", "second"):
-            turn = await oc.send_turn("source", f"{text} {marker}")
-            await rec.wait_for("turn.completed", lambda e, t=turn.turn_id: e.turn_id == t, 30)
+    steps: list[Step] = [Text("one"), Text("branch"), Text("three")]
+    async with source_thread(
+        real_server, scripted_model, unique_name, steps, permissions="ask"
+    ) as (oc, rec, source):
+        await completed_turns(oc, rec, f"first {marker}", f"second {marker}")
         before = (await oc.read_thread("source")).messages
         with pytest.raises(InvalidInputError, match="2 turns"):
             await oc.fork_thread("source", "fork", at_turn=2)
@@ -128,7 +153,6 @@ async def test_fork_thread_branches_before_a_turn_and_leaves_the_source_alone(
         assert texts == [f"first {marker}", "one", "again", "branch"]
         assert (await oc.read_thread("source")).messages == before
         assert oc.session_info("source").status == "ready"
-        await rec.close()
     async with httpx.AsyncClient(base_url=real_server.base_url, trust_env=False) as http:
         fork = (await http.get(f"/session/{info.session_id}")).json()
         rules = (await http.get(f"/session/{source.session_id}")).json()["permission"]
@@ -138,12 +162,9 @@ async def test_fork_thread_branches_before_a_turn_and_leaves_the_source_alone(
 async def test_a_stop_of_the_source_leaves_the_running_fork_alone(
     real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
-    scripted_model.script(unique_name, [Text("one"), Hang("working")])
-    async with adapter_on(real_server) as oc:
-        rec = Recorder(oc)
-        await oc.start_session("source")
-        turn = await oc.send_turn("source", "first " + script_marker(unique_name))
-        await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id, 30)
+    steps: list[Step] = [Text("one"), Hang("working")]
+    async with source_thread(real_server, scripted_model, unique_name, steps) as (oc, rec, _):
+        await completed_turns(oc, rec, "first " + script_marker(unique_name))
         info = await oc.fork_thread("source", "fork")
         running = await oc.send_turn("fork", "go on")
         await scripted_model.wait_for_async(
@@ -156,19 +177,15 @@ async def test_a_stop_of_the_source_leaves_the_running_fork_alone(
         assert [node.status for node in (await oc.session_tree("fork")).sessions] == ["busy"]
         assert scripted_model.open_requests([info.session_id])
         await oc.interrupt_turn("fork")
-        await rec.close()
 
 
 async def test_a_fork_after_a_rollback_leaves_the_reverted_turns_out(
     real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
-    scripted_model.script(unique_name, [Text("one"), Text("two")])
-    async with adapter_on(real_server) as oc:
-        rec = Recorder(oc)
-        await oc.start_session("source")
-        for text in ("first", "second"):
-            turn = await oc.send_turn("source", f"{text} {script_marker(unique_name)}")
-            await rec.wait_for("turn.completed", lambda e, t=turn.turn_id: e.turn_id == t, 30)
+    steps: list[Step] = [Text("one"), Text("two")]
+    async with source_thread(real_server, scripted_model, unique_name, steps) as (oc, rec, _):
+        marker = script_marker(unique_name)
+        await completed_turns(oc, rec, f"first {marker}", f"second {marker}")
         kept = await oc.rollback_thread("source", 1)
 
         info = await oc.fork_thread("source", "fork")
@@ -176,4 +193,3 @@ async def test_a_fork_after_a_rollback_leaves_the_reverted_turns_out(
         forked = (await oc.read_thread("fork")).messages
         assert [m.info.role for m in forked] == [m.info.role for m in kept.messages]
         assert len(forked) == 2 and info.session_id != kept.session_id
-        await rec.close()
