@@ -38,8 +38,6 @@ HEADING = "## T3 Code's provider contract, row by row"
 PENDING = frozenset(
     {
         "stop_subagent()",
-        "fork_thread()",
-        "add_mcp_server()",
         "task.started",
         "task.updated",
         "task.completed",
