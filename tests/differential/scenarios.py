@@ -7,6 +7,7 @@ alongside a turn on the real server.
 
 from __future__ import annotations
 
+from .host_scenarios import HOST_SCENARIOS
 from .language import (
     CONTINUATION_TEXT,
     Call,
@@ -17,7 +18,6 @@ from .language import (
     Command,
     Create,
     Fails,
-    Fork,
     Hangs,
     Overflows,
     Prompt,
@@ -106,9 +106,6 @@ def background_child_stopped(name: str, abort: str, constraints: list[Constraint
         constraints=[*constraints, Never(SYNTHETIC_RESULT)],
         background_subagents=True,
     )
-
-
-_MCP_OFF = {"name": "off", "config": {"type": "local", "command": ["true"], "enabled": False}}
 
 
 def titled(
@@ -673,38 +670,7 @@ SCENARIOS: list[Scenario] = [
         ],
         commands=True,
     ),
-    # What fork_thread rests on: a fork before a message copies the messages stored
-    # before it (a fork of that fork is titled "(fork #2)"); a fork while the source runs
-    # copies its unfinished step as stored, and the source runs on until aborted.
-    Scenario(
-        "fork_before_a_message_and_while_running",
-        [
-            titled("orig"),
-            Prompt("orig", "one", blocking=True),
-            Prompt("orig", "two", blocking=True),
-            Fork("cut", "orig", before=2),
-            Fork("cut_again", "cut"),
-            Prompt("orig", "hang"),
-            WaitModelCall("orig"),
-            Settle(),  # measured: a fork at once after it once lacked the step-start part
-            Fork("running", "orig"),
-            Call("GET", "/session/status"),
-            Call("POST", "/session/{orig}/abort"),
-            WaitIdle("orig"),
-        ],
-        scripts={"one": [Say("one")], "two": [Say("two")], "hang": [Hangs()]},
-    ),
-    # An MCP server added over POST /mcp lives in its directory's instance: listed there,
-    # not in another directory. (A config without command is a 400 the spec does not
-    # describe: tests/test_mcp.py pins the fake's against the measured body.)
-    Scenario(
-        "mcp_added_in_one_directory",
-        [
-            Call("POST", "/mcp", _MCP_OFF, directory="second"),
-            Call("GET", "/mcp", directory="second"),
-            Call("GET", "/mcp"),
-        ],
-    ),
+    *HOST_SCENARIOS,
     # Automatic compaction inside a run (a server with auto-compaction on): the summary
     # and the synthetic "continue" message, then the agent goes on in the same run.
     Scenario(
