@@ -213,6 +213,7 @@ def test_no_module_is_over_800_lines_testing_included() -> None:
 #: Each part of a thread's state, and the one module that changes it
 #: (``adapter/_threads/_thread_state.py``).
 THREAD_PARTS: dict[str, str] = {
+    "subagents": "_subagent_tasks",
     "tree": "_session_owners",
     "requests": "_pending",
     "interrupts": "_interrupt",

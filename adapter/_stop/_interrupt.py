@@ -107,6 +107,11 @@ class Interrupts:
         if stop.future.done():
             return  # the server's death settled it already
         thread.interrupts.last = result
+        if result.stop is not None:  # its tasks end before the turn (task.completed first)
+            thread.subagents.stopped(
+                (s.session_id for s in result.stop if s.outcome != "failed"),
+                result.partial.usage.by_session,
+            )
         if turn is not None:
             thread.lifecycle.end_turn(
                 turn, TurnEnding("aborted", reason=INTERRUPTED_BY_USER, partial=result.partial)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._base._ids import is_session_id
 from .._client._models import Message, Part
 from .._client._native import NativeEvent, PartDelta, PartUpdated
 from .._logging import get_logger
@@ -62,9 +61,11 @@ class Output:
             elif part.type == "text" and part.text is not None:
                 thread.compactions.summary_text(part.message_id, part.id, part.text)
         if part.type == "tool" and part.tool == "task" and part.state is not None:
-            child = part.state.metadata.get("sessionId")
-            if isinstance(child, str) and is_session_id(child):
+            # The call names its child first, so that the child's task.started carries it.
+            child = thread.subagents.call_seen(part)
+            if child is not None:
                 self._ownership.adopt(thread, child, sid, raw=event)
+                thread.subagents.call_ended(part, child)
         if (
             thread.requests.pending
             and thread.interrupts.stop

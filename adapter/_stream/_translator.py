@@ -84,6 +84,8 @@ class Translator:
         if turn is not None:
             turn.collector.observe_native(event)
         root = sid == thread.session_id
+        if not root:
+            thread.subagents.observe(event)
         # `type(event) is`, most frequent types first: this runs for every event, and
         # each class pattern of a `match` is an isinstance call (the records are final).
         if type(event) is PartUpdated:

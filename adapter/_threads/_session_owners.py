@@ -95,6 +95,7 @@ class Ownership:
                     raw=raw.raw if raw is not None else None,
                 )
             )
+            thread.subagents.joined(session_id, parent_id, turn.turn_id if turn else None, title)
 
     def route_request(self, event: PermissionAsked | QuestionAsked) -> None:
         """A request from a session no thread owns yet: find its thread through its

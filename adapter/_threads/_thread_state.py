@@ -9,7 +9,10 @@ that changes it, so a reader finds every write of a field in one module:
 * :class:`OpenRequests` (requests the host may answer): :mod:`adapter._requests._pending`;
 * :class:`InterruptState` (the pending stop, the last result): :mod:`adapter._stop._interrupt`;
 * :class:`Submission` (the prompt or command being sent, one at a time):
-  :mod:`adapter._turns._running`.
+  :mod:`adapter._turns._running`;
+* :class:`~adapter._threads._subagent_tasks.SubagentTasks` (the tree's subagents as
+  tasks, held by the lifecycle, which ends them with a turn or the thread):
+  :mod:`adapter._threads._subagent_tasks`, through its methods.
 
 Everything else reads them. The start of a thread (the facade) seeds the tree
 with its root.
@@ -31,6 +34,7 @@ from .._types._permissions import PermissionRule
 from .._types._records import InterruptResult, SessionInfo
 from ._compaction import CompactionLedger
 from ._resume import cursor_of
+from ._subagent_tasks import SubagentTasks
 
 if TYPE_CHECKING:
     from .._client import OpenCodeClient
@@ -141,6 +145,10 @@ class ThreadState:
     interrupts: InterruptState = field(default_factory=InterruptState)
     submission: Submission = field(default_factory=Submission)
     diffs: SentDiffs = field(default_factory=SentDiffs)
+    subagents: SubagentTasks = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.subagents = self.lifecycle.tasks
 
     # Read-only views, for readers of one field.
     @property

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._logging import get_logger
+from .._threads._subagent_tasks import SubagentTasks
 from .._types._events import (
     Event,
     RetryStatus,
     RuntimeErrorEvent,
     SessionExited,
     SessionStarted,
+    TaskStatus,
     ThreadStarted,
     TurnAborted,
     TurnCompleted,
@@ -45,6 +47,14 @@ from ._turn import Turn
 __all__ = ["Lifecycle", "LifecycleError", "TurnEnding"]
 
 _log = get_logger("adapter.lifecycle")
+
+
+#: How a turn's ending ends the ``task`` children it still has open.
+_TASK_ENDINGS: dict[str, TaskStatus] = {
+    "completed": "completed",
+    "failed": "failed",
+    "aborted": "stopped",
+}
 
 
 class LifecycleError(RuntimeError):
@@ -75,6 +85,9 @@ class Lifecycle:
         self._usage_feed: UsageFeed | None = None
         self._started = False
         self.last_error: str | None = None
+        #: The subagents of the thread's tree as tasks: those still open end before the
+        #: turn or the thread that ends them (``task.completed`` first).
+        self.tasks = SubagentTasks(thread_id, emit)
 
     @property
     def phase(self) -> ThreadPhase:
@@ -129,6 +142,7 @@ class Lifecycle:
         if self._phase is ThreadPhase.STOPPED:
             return
         self._move(ThreadPhase.STOPPED)
+        self.tasks.thread_ended()
         turn, self._turn = self._turn, None
         if turn is not None:
             turn.phase = TurnPhase.ENDED
@@ -197,6 +211,7 @@ class Lifecycle:
         if self._phase is ThreadPhase.RUNNING:
             self._move(ThreadPhase.READY)
         fields: dict[str, Any] = {"thread_id": self.thread_id, "turn_id": turn.turn_id}
+        self.tasks.turn_ended(turn.turn_id, _TASK_ENDINGS[ending.kind])
         # The final figures (after a stop: read back from the server), reported as the
         # last turn.usage too, right before the ending.
         usage = ending.partial.usage if ending.partial is not None else turn.collector.usage()

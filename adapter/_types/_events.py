@@ -26,7 +26,7 @@ from .._base._jsonable import jsonable
 if TYPE_CHECKING:
     from ._partial_result import PartialResult
     from ._stop_report import StopReport
-    from ._usage import TurnUsage
+    from ._usage import SessionUsage, TurnUsage
 
 __all__ = [
     "AnyEvent",
@@ -51,6 +51,10 @@ __all__ = [
     "SessionExited",
     "SessionStarted",
     "StreamGap",
+    "TaskCompleted",
+    "TaskStarted",
+    "TaskStatus",
+    "TaskUpdated",
     "ThreadCompacted",
     "ThreadMetadataUpdated",
     "ThreadStarted",
@@ -195,6 +199,59 @@ class ChildStarted(Event):
     session_id: str
     parent_id: str
     title: str | None = None
+
+
+TaskStatus = Literal["completed", "failed", "stopped"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskStarted(Event):
+    """``task.started``: a subagent of the thread's tree began, a row a host shows until
+    its ``task.completed``.
+
+    ``item_id`` is the ``item_id`` of the ``task`` tool call that spawned it (the call's
+    ``item.*`` events carry the same), ``None`` for a child created through the API.
+    ``description`` and ``agent`` (the subagent type) are the call's; for an API child
+    they are read from its title when it has the ``"<description> (@<agent> subagent)"``
+    form, else ``None`` (``description`` then is its title)."""
+
+    type: Literal["task.started"] = "task.started"
+    session_id: str
+    parent_session_id: str
+    item_id: str | None = None
+    description: str | None = None
+    agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskUpdated(Event):
+    """``task.updated``: what a running subagent is doing now. ``tool`` is the tool it
+    runs (``None`` while it writes text), ``text`` the tool's title or the end of its
+    latest text (at most 200 characters). At most one per subagent per 0.5 s, and only
+    when it changed."""
+
+    type: Literal["task.updated"] = "task.updated"
+    session_id: str
+    tool: str | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskCompleted(Event):
+    """``task.completed``: a subagent ended; exactly once for each ``task.started``, and
+    before the ``turn.completed`` / ``turn.aborted`` of the turn that stopped it.
+
+    ``status`` is ``completed`` (``result``: its answer), ``failed`` (``error``: why) or
+    ``stopped`` (a Stop, ``stop_subagent``, the thread's end, or an abort by another
+    client). Texts are at most 4,096 characters. ``usage`` is what that subagent's own
+    session spent (its children not included)."""
+
+    type: Literal["task.completed"] = "task.completed"
+    session_id: str
+    status: TaskStatus
+    result: str | None = None
+    error: str | None = None
+    usage: SessionUsage | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -507,6 +564,9 @@ AnyEvent = (
     | ItemUpdated
     | ItemCompleted
     | ChildStarted
+    | TaskStarted
+    | TaskUpdated
+    | TaskCompleted
     | RequestOpened
     | RequestResolved
     | UserInputRequested

@@ -12,6 +12,7 @@ from ._fake.steps import (
     Question,
     Step,
     Task,
+    Tasks,
     Text,
     Tool,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RunEndHold",
     "Step",
     "Task",
+    "Tasks",
     "Text",
     "Tool",
 ]

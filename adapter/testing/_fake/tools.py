@@ -22,7 +22,7 @@ from .background import FLAG_OFF_ERROR, BackgroundTasks, started_output, subagen
 from .ids import IdMinter
 from .records import FakeSession, PendingRequest, Prompt, Run
 from .state import FakeState
-from .steps import Permission, Question, Task, Tool
+from .steps import Permission, Question, Task, Tasks, Tool
 from .wire import JSON
 from .writer import MessageWriter
 
@@ -113,12 +113,16 @@ class ToolSteps:
         self._background = background
         self._emit = state.bus.emit
 
-    async def play(self, run: Run, step: Tool | Task | Permission | Question) -> bool:
+    async def play(self, run: Run, step: Tool | Task | Tasks | Permission | Question) -> bool:
         """Play a tool step; whether the run goes on (a rejected request stops it)."""
         if isinstance(step, Tool):
             return await self.tool(run, step)
         if isinstance(step, Task):
             await self.task(run, step)
+            return True
+        if isinstance(step, Tasks):
+            # Each call starts (pending, its child, running) before the next one does.
+            await asyncio.gather(*(self.task(run, task) for task in step.tasks))
             return True
         if isinstance(step, Permission):
             return await self.permission(run, step)

@@ -1,0 +1,409 @@
+"""Subagents as tasks: one row per child session of a thread's tree, from start to end.
+
+Why it exists: ``child.started`` says a subagent joined, but a host that draws a row
+per subagent must also know what it is doing and, above all, when and how it ended:
+after a Stop a row left "running" is a bug the user sees. So every child of the tree
+(spawned by a ``task`` call, or created through the API) gets ``task.started``, throttled
+``task.updated`` and **exactly one** ``task.completed``, however it ends: on its own,
+by a Stop of the turn, by ``stop_subagent``, by the thread's end or the server's exit.
+One module keeps that promise, so every kind of child (background subagents included)
+reuses it.
+
+What ends a task (measured on OpenCode 1.18.34, two parallel ``task`` children, one
+aborted: ``tests/fixtures/events-parallel-task-abort-1.18.34.jsonl``):
+
+* a child of a ``task`` call ends when that call ends: the parent's ``task`` part turns
+  ``completed`` (its output wraps the child's answer in ``<task_result>``) or ``error``
+  (``"Task cancelled"`` when the child alone was aborted, ``"Tool execution aborted"``
+  when its parent was: both ``stopped``; any other error, such as ``"Subagent failed
+  ..."``, is ``failed``). The child's own ``session.idle`` comes a moment earlier and
+  carries no result, so it is not the signal;
+* a child created through the API has no call: it ends at its first ``session.idle``
+  after it ran (``stopped`` after a ``MessageAbortedError``, ``failed`` after another
+  ``session.error``, else ``completed`` with its last text);
+* a stop ends every task it stopped (the caller names them, before the turn's end);
+* the end of a turn ends the ``task``-call children of that turn still open (their call
+  cannot outlive the root's run: a lost event must not leave a row running), and the
+  thread's end ends every task still open, ``stopped``. Both come before the turn's or
+  the thread's own end event, so a host closes its rows first.
+
+Which call spawned a child: OpenCode announces the child's ``session.created`` between
+the call's ``pending`` part (no input yet) and its ``running`` part (``metadata.sessionId``
+names the child), in the same millisecond. A child born while its parent has a ``task``
+call waiting for its child is held until a call names it (or until anything else of it
+arrives), so ``task.started`` carries the call's ``item_id``, ``description`` and
+``agent``.
+
+Nothing here awaits; ``task.updated`` is sent by a timer of the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .._base._ids import is_session_id
+from .._base._unicode import well_formed
+from .._client._models import Part
+from .._client._native import (
+    MessageUpdated,
+    NativeEvent,
+    PartDelta,
+    PartUpdated,
+    SessionErrored,
+    SessionIdle,
+    SessionStatusChanged,
+)
+from .._types._events import Event, TaskCompleted, TaskStarted, TaskStatus, TaskUpdated
+from .._types._usage import SessionUsage
+
+__all__ = ["RESULT_LIMIT", "SNIPPET_LIMIT", "UPDATE_INTERVAL", "SubagentTasks"]
+
+#: Characters of a task's result or error that are kept.
+RESULT_LIMIT = 4096
+#: Characters of what a running task does, on ``task.updated``.
+SNIPPET_LIMIT = 200
+#: Seconds between two ``task.updated`` of one task, at the least.
+UPDATE_INTERVAL = 0.5
+#: The clock of the throttle (a test sets its own).
+_now = time.monotonic
+#: Assistant messages of one task whose usage is kept (a hostile stream stays bounded).
+_MAX_MESSAGES = 1000
+
+_SUBAGENT_TITLE = re.compile(r"(?P<description>.*) \(@(?P<agent>[^\s()]+) subagent\)", re.S)
+_TASK_RESULT = re.compile(
+    r'<task id="[^"]*" state="[^"]*">\n<task_result>\n(?P<result>.*)\n</task_result>\n</task>',
+    re.S,
+)
+#: Events of a held child that show it working: it is announced as it is.
+_ACTIVITY = frozenset({PartUpdated, PartDelta, MessageUpdated, SessionIdle, SessionErrored})
+#: A ``task`` call's error that means its child was stopped, not that it failed.
+_STOPPED_ERRORS = ("Task cancelled", "Tool execution aborted")
+
+
+def bounded(text: str | None, limit: int = RESULT_LIMIT) -> str | None:
+    """``text`` cut to ``limit`` characters (well-formed, a marker says how much went)."""
+    if text is None or len(text) <= limit:
+        return text
+    return well_formed(text[:limit]) + f"… [{len(text) - limit} more characters]"
+
+
+def _tail(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SNIPPET_LIMIT else "…" + well_formed(text[-SNIPPET_LIMIT + 1 :])
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What a ``task`` call says of the child it names."""
+
+    item_id: str
+    description: str | None
+    agent: str | None
+    background: bool
+
+
+@dataclass(eq=False, slots=True)
+class _Task:
+    session_id: str
+    parent_id: str
+    turn_id: str | None
+    title: str | None
+    call: _Call | None = None
+    announced: bool = False
+    held: bool = False  # waiting for the call that spawned it to name it
+    ran: bool = False
+    aborted: bool = False
+    error: str | None = None
+    answer: str | None = None  # the latest text part (an API child's result)
+    text_part: str | None = None
+    text_tail: str = ""
+    doing: tuple[str | None, str | None] = (None, None)
+    shown: tuple[str | None, str | None] = (None, None)
+    shown_at: float = -float("inf")
+    timer: asyncio.TimerHandle | None = None
+    #: Its assistant messages (their latest usage), by id.
+    spent: dict[str, SessionUsage] = field(default_factory=dict)
+
+    def usage(self) -> SessionUsage:
+        return sum(self.spent.values(), SessionUsage())
+
+
+class SubagentTasks:
+    """The tasks of one thread's tree: open ones by session, and which have ended."""
+
+    def __init__(self, thread_id: str, emit: Callable[[Event], None]) -> None:
+        self._thread_id = thread_id
+        self._emit = emit
+        self._open: dict[str, _Task] = {}
+        self._ended: set[str] = set()
+        #: ``task`` calls seen ``pending`` that have named no child yet, per parent session.
+        self._waiting: dict[str, list[str]] = {}
+        #: Children named by a ``task`` call (their call, for when the child joins).
+        self._named: dict[str, _Call] = {}
+
+    # -- reading ----------------------------------------------------------------------
+
+    @property
+    def running(self) -> tuple[str, ...]:
+        """Sessions whose task has started (or is held) and not ended."""
+        return tuple(self._open)
+
+    def has_task(self, session_id: str) -> bool:
+        """Whether ``session_id`` is (or was) a task of this thread."""
+        return session_id in self._open or session_id in self._ended
+
+    # -- a child joins ------------------------------------------------------------------
+
+    def joined(
+        self, session_id: str, parent_id: str, turn_id: str | None, title: str | None
+    ) -> None:
+        """A child joined the tree (``child.started`` was just sent)."""
+        if self.has_task(session_id):
+            return
+        task = _Task(session_id, parent_id, turn_id, title, call=self._named.pop(session_id, None))
+        self._open[session_id] = task
+        if task.call is None and self._waiting.get(parent_id) and _subagent_title(title):
+            task.held = True  # its call names it in a moment (module docstring)
+            return
+        self._announce(task)
+
+    def call_seen(self, part: Part) -> str | None:
+        """A ``task`` tool part of the tree: remember the call, name its child. Returns
+        the child it names, if any (the caller adopts it, then calls :meth:`call_ended`)."""
+        state = part.state
+        if state is None:
+            return None
+        item_id = part.call_id or part.id
+        waiting = self._waiting.setdefault(part.session_id, [])
+        child = state.metadata.get("sessionId")
+        if not isinstance(child, str) or not is_session_id(child):
+            if state.status == "pending" and item_id not in waiting:
+                waiting.append(item_id)
+            elif state.status in ("completed", "error"):
+                self._forget_call(part.session_id, item_id)
+            return None
+        description = state.input.get("description")
+        agent = state.input.get("subagent_type")
+        call = _Call(
+            item_id,
+            description if isinstance(description, str) else None,
+            agent if isinstance(agent, str) else None,
+            state.input.get("background") is True,
+        )
+        task = self._open.get(child)
+        if task is None:
+            if child not in self._ended:
+                self._named[child] = call
+        elif not task.announced:
+            task.call = call
+            self._announce(task)
+        self._forget_call(part.session_id, item_id)  # after: a held child is named first
+        return child
+
+    def call_ended(self, part: Part, child: str) -> None:
+        """The ``task`` part that named ``child``: its end is the child's end."""
+        state = part.state
+        task = self._open.get(child)
+        if state is None or task is None or state.status not in ("completed", "error"):
+            return
+        if state.status == "completed":
+            output = state.output or ""
+            match = _TASK_RESULT.fullmatch(output)
+            self._end(task, "completed", result=match["result"] if match else output)
+            return
+        error = state.error or "the task failed"
+        stopped = state.metadata.get("interrupted") is True or error.startswith(_STOPPED_ERRORS)
+        self._end(task, "stopped" if stopped else "failed", error=error)
+
+    def _forget_call(self, parent_id: str, item_id: str) -> None:
+        waiting = self._waiting.get(parent_id)
+        if waiting is not None and item_id in waiting:
+            waiting.remove(item_id)
+        if not waiting:
+            self._waiting.pop(parent_id, None)
+            for task in list(self._open.values()):
+                if task.held and task.parent_id == parent_id:
+                    self._announce(task)  # no call is left to name it: an API child
+
+    # -- what a child does ----------------------------------------------------------------
+
+    def observe(self, event: NativeEvent) -> None:
+        """An event of a session of the tree other than the root."""
+        task = self._open.get(event.session_id or "")
+        if task is None:
+            return
+        if task.held and type(event) in _ACTIVITY:
+            self._announce(task)  # the call did not name it first: announced as it is
+        if type(event) is PartUpdated:
+            if event.part.message_id in task.spent:  # an answer's part, not its prompt's
+                self._part(task, event.part)
+        elif type(event) is PartDelta:
+            if event.field == "text" and event.message_id in task.spent:
+                if event.part_id != task.text_part:
+                    task.text_part, task.text_tail = event.part_id, ""
+                task.text_tail = (task.text_tail + event.delta)[-4 * SNIPPET_LIMIT :]
+                self._doing(task, None, _tail(task.text_tail))
+        elif type(event) is MessageUpdated:
+            if event.role == "assistant" and (
+                event.message_id in task.spent or len(task.spent) < _MAX_MESSAGES
+            ):
+                task.spent[event.message_id] = SessionUsage.of(event.usage)
+        elif type(event) is SessionStatusChanged:
+            if event.status.is_busy:
+                task.ran = True
+        elif type(event) is SessionErrored:
+            error = event.error
+            if error is not None and error.name == "MessageAbortedError":
+                task.aborted = True
+            else:
+                task.error = (error.message if error else None) or "the session failed"
+        elif type(event) is SessionIdle and task.call is None and task.ran:
+            if task.aborted:
+                self._end(task, "stopped")
+            elif task.error is not None:
+                self._end(task, "failed", error=task.error)
+            else:
+                self._end(task, "completed", result=task.answer)
+
+    def _part(self, task: _Task, part: Part) -> None:
+        if part.type == "text" and part.text is not None:
+            if part.raw.get("synthetic") is True:
+                return
+            task.answer = bounded(part.text)
+            task.text_part, task.text_tail = part.id, part.text[-4 * SNIPPET_LIMIT :]
+            if part.text:
+                self._doing(task, None, _tail(task.text_tail))
+        elif part.type == "tool" and part.state is not None and part.tool is not None:
+            state = part.state
+            if state.status in ("pending", "running"):
+                what = state.title or _first_text(
+                    state.input, ("description", "command", "filePath", "pattern")
+                )
+                self._doing(task, part.tool, _tail(what) if what else None)
+
+    def _doing(self, task: _Task, tool: str | None, text: str | None) -> None:
+        """What the task does changed: ``task.updated`` now, or at the end of the
+        interval (reading what it does then), and only if it differs from the last."""
+        task.doing = (tool, text)
+        if task.timer is not None or not task.announced:
+            return
+        wait = task.shown_at + UPDATE_INTERVAL - _now()
+        if wait <= 0:
+            self._show(task)
+        else:
+            task.timer = asyncio.get_running_loop().call_later(wait, self._show, task)
+
+    def _show(self, task: _Task) -> None:
+        task.timer = None
+        if self._open.get(task.session_id) is not task or task.doing == task.shown:
+            return
+        task.shown, task.shown_at = task.doing, _now()
+        tool, text = task.doing
+        self._emit(
+            TaskUpdated(
+                thread_id=self._thread_id,
+                turn_id=task.turn_id,
+                session_id=task.session_id,
+                tool=tool,
+                text=text,
+            )
+        )
+
+    # -- ends -----------------------------------------------------------------------------
+
+    def stopped(
+        self, session_ids: Iterable[str], usage: Mapping[str, SessionUsage] | None = None
+    ) -> None:
+        """A stop ended these sessions: their open tasks end ``stopped`` (``usage``: what
+        the stop read back from the server, per session, when it did)."""
+        for sid in session_ids:
+            task = self._open.get(sid)
+            if task is not None:
+                self._end(task, "stopped", usage=(usage or {}).get(sid))
+
+    def turn_ended(self, turn_id: str, status: TaskStatus) -> None:
+        """The turn ended: the ``task``-call children it spawned that are still open end
+        with it (a background call outlives its turn and is left open)."""
+        for task in list(self._open.values()):
+            if task.turn_id != turn_id:
+                continue
+            if task.held or (task.call is not None and not task.call.background):
+                self._end(task, status)
+
+    def thread_ended(self) -> None:
+        """The thread ended (``stop_session``, the adapter's close, the server's exit)."""
+        for task in list(self._open.values()):
+            self._end(task, "stopped")
+        self._waiting.clear()
+        self._named.clear()
+
+    def _announce(self, task: _Task) -> None:
+        task.held = False
+        if task.announced:
+            return
+        task.announced = True
+        call = task.call
+        if call is not None:
+            description, agent = call.description, call.agent
+        else:
+            parsed = _subagent_title(task.title)
+            description = parsed[0] if parsed else task.title
+            agent = parsed[1] if parsed else None
+        self._emit(
+            TaskStarted(
+                thread_id=self._thread_id,
+                turn_id=task.turn_id,
+                session_id=task.session_id,
+                parent_session_id=task.parent_id,
+                item_id=call.item_id if call is not None else None,
+                description=description,
+                agent=agent,
+            )
+        )
+        if task.doing != task.shown:
+            self._doing(task, *task.doing)
+
+    def _end(
+        self,
+        task: _Task,
+        status: TaskStatus,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        usage: SessionUsage | None = None,
+    ) -> None:
+        self._announce(task)  # a task.completed always follows its task.started
+        if task.timer is not None:
+            task.timer.cancel()
+            task.timer = None
+        del self._open[task.session_id]
+        self._ended.add(task.session_id)
+        self._emit(
+            TaskCompleted(
+                thread_id=self._thread_id,
+                turn_id=task.turn_id,
+                session_id=task.session_id,
+                status=status,
+                result=bounded(result) if status == "completed" else None,
+                error=bounded(error),
+                usage=usage if usage is not None else task.usage(),
+            )
+        )
+
+
+def _subagent_title(title: str | None) -> tuple[str, str] | None:
+    """``("<description>", "<agent>")`` of a ``"<description> (@<agent> subagent)"`` title."""
+    match = _SUBAGENT_TITLE.fullmatch(title) if title else None
+    return (match["description"], match["agent"]) if match else None
+
+
+def _first_text(values: Mapping[str, object], keys: Iterable[str]) -> str | None:
+    for key in keys:
+        value = values.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

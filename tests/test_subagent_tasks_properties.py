@@ -1,0 +1,203 @@
+"""The task tracker alone (``adapter._threads._subagent_tasks``): its throttle, and the
+promise that holds whatever the server sends in whatever order — every ``task.started``
+gets exactly one ``task.completed``, never before it, and none is left open once the
+thread ended."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapter._client._native import NativeEvent, PartUpdated, parse_native
+from adapter._threads import _subagent_tasks
+from adapter._threads._subagent_tasks import UPDATE_INTERVAL, SubagentTasks
+from adapter._types._events import Event
+
+ROOT = "ses_" + "r" * 26
+KIDS = [f"ses_{i}" + "c" * 25 for i in range(4)]
+T = "thread"
+
+
+def native(type: str, **properties: Any) -> NativeEvent:
+    return parse_native({"type": type, "properties": properties})
+
+
+def assistant(session: str, message: str) -> NativeEvent:
+    info = {"id": message, "sessionID": session, "role": "assistant", "time": {"created": 1}}
+    return native("message.updated", sessionID=session, info=info)
+
+
+def tool_part(session: str, message: str, tool: str, status: str, **state: Any) -> PartUpdated:
+    part = {
+        "id": "prt_" + message[4:],
+        "messageID": message,
+        "sessionID": session,
+        "type": "tool",
+        "tool": tool,
+        "callID": "call_" + message[4:],
+        "state": {"status": status, "input": state.pop("input", {}), **state},
+    }
+    event = native("message.part.updated", sessionID=session, part=part)
+    assert isinstance(event, PartUpdated)
+    return event
+
+
+async def test_updates_are_throttled_to_one_per_interval_per_task_and_only_on_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(_subagent_tasks, "_now", lambda: clock[0])
+    emitted: list[Event] = []
+    shown = asyncio.Event()
+
+    def emit(event: Event) -> None:
+        emitted.append(event)
+        shown.set()
+
+    tasks = SubagentTasks(T, emit)
+    kid = KIDS[0]
+    tasks.joined(kid, ROOT, "turn_1", "helper")
+    tasks.observe(assistant(kid, "msg_a1"))
+    tasks.observe(tool_part(kid, "msg_a1", "bash", "running", title="ls"))
+    tasks.observe(tool_part(kid, "msg_a1", "bash", "running", title="ls"))  # no change
+    assert [(e.type, getattr(e, "tool", None)) for e in emitted] == [
+        ("task.started", None),
+        ("task.updated", "bash"),
+    ]
+    clock[0] += UPDATE_INTERVAL * 0.9  # within the interval: held, then the newest is shown
+    shown.clear()
+    tasks.observe(tool_part(kid, "msg_a1", "read", "running", title="a.py"))
+    tasks.observe(tool_part(kid, "msg_a1", "grep", "running", title="todo"))
+    assert len(emitted) == 2
+    clock[0] += UPDATE_INTERVAL * 0.1
+    await asyncio.wait_for(shown.wait(), 5)
+    assert [(e.tool, e.text) for e in emitted[2:]] == [("grep", "todo")]
+    tasks.thread_ended()
+    assert emitted[-1].type == "task.completed"
+
+
+async def test_a_pending_update_is_dropped_when_the_task_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_subagent_tasks, "_now", lambda: 5.0)  # time stands still
+    emitted: list[Event] = []
+    tasks = SubagentTasks(T, emitted.append)
+    tasks.joined(KIDS[0], ROOT, None, None)
+    tasks.observe(assistant(KIDS[0], "msg_a1"))
+    tasks.observe(tool_part(KIDS[0], "msg_a1", "bash", "running"))
+    tasks.observe(tool_part(KIDS[0], "msg_a1", "read", "running"))  # waits for its interval
+    tasks.stopped([KIDS[0]])
+    await asyncio.sleep(0)
+    assert [e.type for e in emitted] == ["task.started", "task.updated", "task.completed"]
+
+
+# -- any order of anything ------------------------------------------------------------
+
+
+def _ops() -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    kid = st.integers(0, len(KIDS) - 1)
+    parent = st.integers(-1, len(KIDS) - 1)
+    call = st.integers(0, 3)
+    return st.lists(
+        st.one_of(
+            st.tuples(st.just("join"), kid, parent, st.booleans()),
+            st.tuples(st.just("pending"), parent, call),
+            st.tuples(st.just("running"), parent, call, kid),
+            st.tuples(st.just("end"), parent, call, kid, st.sampled_from(["completed", "error"])),
+            st.tuples(st.just("busy"), kid),
+            st.tuples(st.just("idle"), kid),
+            st.tuples(st.just("error"), kid, st.booleans()),
+            st.tuples(st.just("text"), kid),
+            st.tuples(st.just("stopped"), st.sets(kid)),
+            st.tuples(st.just("turn_ended"), st.sampled_from(["completed", "failed", "stopped"])),
+        ),
+        max_size=40,
+    )
+
+
+def _session(index: int) -> str:
+    return ROOT if index < 0 else KIDS[index]
+
+
+def _apply(tasks: SubagentTasks, op: tuple[Any, ...]) -> None:
+    kind = op[0]
+    if kind == "join":
+        _, kid, parent, subagent = op
+        title = "look (@general subagent)" if subagent else "api"
+        if _session(parent) != KIDS[kid]:
+            tasks.joined(KIDS[kid], _session(parent), "turn_1", title)
+    elif kind == "pending":
+        _, parent, call = op
+        tasks.call_seen(tool_part(_session(parent), f"msg_{call}x", "task", "pending").part)
+    elif kind in ("running", "end"):
+        parent, call, kid = op[1:4]
+        status = "running" if kind == "running" else op[4]
+        extra: dict[str, Any] = {"metadata": {"sessionId": KIDS[kid]}}
+        if status == "completed":
+            extra["output"] = "done"
+        elif status == "error":
+            extra["error"] = "Task cancelled"
+        event = tool_part(_session(parent), f"msg_{call}x", "task", status, **extra)
+        child = tasks.call_seen(event.part)
+        if child is not None and _session(parent) != child:
+            tasks.joined(child, _session(parent), "turn_1", None)
+            tasks.call_ended(event.part, child)
+    elif kind == "busy":
+        tasks.observe(native("session.status", sessionID=KIDS[op[1]], status={"type": "busy"}))
+    elif kind == "idle":
+        tasks.observe(native("session.idle", sessionID=KIDS[op[1]]))
+    elif kind == "error":
+        name = "MessageAbortedError" if op[2] else "APIError"
+        error = {"name": name, "data": {"message": "x"}}
+        tasks.observe(native("session.error", sessionID=KIDS[op[1]], error=error))
+    elif kind == "text":
+        tasks.observe(assistant(KIDS[op[1]], "msg_t1"))
+        part = {
+            "id": "prt_t1",
+            "messageID": "msg_t1",
+            "sessionID": KIDS[op[1]],
+            "type": "text",
+            "text": "hello",
+        }
+        tasks.observe(native("message.part.updated", sessionID=KIDS[op[1]], part=part))
+    elif kind == "stopped":
+        tasks.stopped(KIDS[i] for i in op[1])
+    else:
+        tasks.turn_ended("turn_1", op[1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=_ops())
+def test_every_started_task_ends_exactly_once_whatever_happens(ops: list[tuple[Any, ...]]) -> None:
+    async def play() -> list[Event]:
+        emitted: list[Event] = []
+        tasks = SubagentTasks(T, emitted.append)
+        for op in ops:
+            _apply(tasks, op)
+            _check(emitted, final=False)
+        tasks.thread_ended()
+        assert tasks.running == ()
+        return emitted
+
+    emitted = asyncio.run(play())
+    _check(emitted, final=True)
+
+
+def _check(emitted: list[Event], *, final: bool) -> None:
+    started: Counter[str] = Counter()
+    ended: Counter[str] = Counter()
+    for event in emitted:
+        sid = getattr(event, "session_id", "")
+        if event.type == "task.started":
+            assert started[sid] == 0, "started twice"
+            started[sid] += 1
+        elif event.type in ("task.updated", "task.completed"):
+            assert started[sid] == 1 and ended[sid] == 0, f"{event.type} outside its task"
+            ended[sid] += event.type == "task.completed"
+    if final:
+        assert started == ended
