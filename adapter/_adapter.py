@@ -83,6 +83,7 @@ from ._types._permissions import (
     permission_rules,
 )
 from ._types._records import InterruptResult, SessionInfo, ThreadHistory, TurnStart
+from ._types._stop_report import StopReport
 
 __all__ = ["OpenCodeAdapter"]
 
@@ -567,6 +568,18 @@ class OpenCodeAdapter(AsyncClosing):
         if thread.closing:
             raise SessionClosedError(f"thread {thread_id} is stopping")
         return await self._interrupts.interrupt(thread, turn_id)
+
+    async def stop_subagent(self, thread_id: str, session_id: str) -> StopReport:
+        """Stop one subagent of the thread's tree and its whole subtree, with the turn's
+        walk (``docs/interrupt.md``, "Stopping one subagent"); the root, the other
+        subagents and the turn go on. The thread's root (``interrupt_turn`` stops it)
+        and a session outside the tree are refused (``InvalidInputError``, nothing
+        sent). A stop of the turn under way is joined: its report is returned."""
+        thread = self._core.get(thread_id)
+        await self._wait_ready(thread)
+        if thread.closing:
+            raise SessionClosedError(f"thread {thread_id} is stopping")
+        return await self._interrupts.stop_subagent(thread, session_id)
 
     async def session_tree(self, thread_id: str) -> SessionTree:
         """The thread's session tree as the adapter knows it (the root, every subagent

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from adapter import Event, EventStream, OpenCodeAdapter, SessionInfo, TurnStart
@@ -115,6 +115,20 @@ async def another_turn_completed(
     fake.script("ok", [Text(text)])
     await oc.send_turn(thread_id, f"{prompt} [[script:ok]]")
     return await rec.wait_for("turn.completed")
+
+
+async def replayed_turn(oc: OpenCodeAdapter, thread_id: str) -> AsyncIterator[Event]:
+    """The thread's retained events (``events(replay=True)``), up to its first
+    ``turn.completed``."""
+    stream = oc.events(thread_id, replay=True)
+    try:
+        while True:
+            event = await anext(stream)
+            yield event
+            if event.type == "turn.completed":
+                return
+    finally:
+        await stream.aclose()
 
 
 #: The ``record`` fixture: a recorder of any adapter, closed at the end of the test.

@@ -21,7 +21,7 @@ from adapter import AnyEvent, OpenCodeAdapter, PlanItem, TurnPlanUpdated
 from adapter._client._native import TodoUpdated, parse_native
 from adapter._exceptions import NativeEventError
 from adapter.testing.fake import FakeOpenCodeServer, Task, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, replayed_turn
 
 T = "thread"
 FIXTURE = Path(__file__).parent / "fixtures" / "events-todo-1.18.34.jsonl"
@@ -112,7 +112,7 @@ async def test_the_roots_todo_list_is_a_plan_event_of_the_turn_and_a_childs_is_n
         turn = await oc.send_turn(T, "go [[script:root]]")
         await rec.wait_for("turn.completed")
         plans = rec.of("turn.plan.updated")
-        replayed = [e async for e in _replay(oc)]
+        replayed = [e async for e in replayed_turn(oc, T)]
         await rec.close()
     assert [p.turn_id for p in plans] == [turn.turn_id, turn.turn_id]
     assert [p.todos for p in plans] == [
@@ -126,18 +126,6 @@ async def test_the_roots_todo_list_is_a_plan_event_of_the_turn_and_a_childs_is_n
     assert [e.event_id for e in replayed if e.type == "turn.plan.updated"] == [
         p.event_id for p in plans
     ]
-
-
-async def _replay(oc: OpenCodeAdapter) -> Any:
-    stream = oc.events(T, replay=True)
-    try:
-        while True:
-            event = await anext(stream)
-            yield event
-            if event.type == "turn.completed":
-                return
-    finally:
-        await stream.aclose()
 
 
 async def test_a_malformed_todo_event_is_skipped_and_the_turn_goes_on(

@@ -29,7 +29,7 @@ from adapter import (
 from adapter._client._native import PartUpdated, SessionCreated, parse_native
 from adapter._threads._subagent_tasks import SubagentTasks
 from adapter.testing.fake import Fail, FakeOpenCodeServer, Hang, Task, Tasks, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, replayed_turn
 
 T = "thread"
 FIXTURE = Path(__file__).parent / "fixtures" / "events-parallel-task-abort-1.18.34.jsonl"
@@ -74,7 +74,7 @@ async def test_a_task_child_is_a_task_from_its_call_to_its_result(
         root = (await oc.start_session(T)).session_id
         turn = await oc.send_turn(T, "go [[script:root]]")
         await rec.wait_for("turn.completed")
-        replayed = [e.event_id async for e in _replay(oc)]
+        replayed = [e.event_id async for e in replayed_turn(oc, T)]
         await rec.close()
     [child] = rec.of("child.started")
     [started] = rec.of("task.started")
@@ -99,28 +99,22 @@ async def test_a_task_child_is_a_task_from_its_call_to_its_result(
         assert event.event_id in replayed
 
 
-async def _replay(oc: OpenCodeAdapter) -> Any:
-    stream = oc.events(T, replay=True)
-    try:
-        while True:
-            event = await anext(stream)
-            yield event
-            if event.type == "turn.completed":
-                return
-    finally:
-        await stream.aclose()
-
-
-async def test_parallel_children_are_named_by_their_own_calls(fake: FakeOpenCodeServer) -> None:
-    fake.script("a", [Text("from a")])
-    fake.script("b", [Text("from b")])
-    fake.script("root", [Tasks([Task("alpha", "a"), Task("beta", "b")]), Text("done")])
+async def completed_turn(fake: FakeOpenCodeServer) -> Recorder:
+    """Every event of one turn running the fake's script ``root`` to its end."""
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
         rec = Recorder(oc)
         await oc.start_session(T)
         await oc.send_turn(T, "go [[script:root]]")
         await rec.wait_for("turn.completed")
         await rec.close()
+    return rec
+
+
+async def test_parallel_children_are_named_by_their_own_calls(fake: FakeOpenCodeServer) -> None:
+    fake.script("a", [Text("from a")])
+    fake.script("b", [Text("from b")])
+    fake.script("root", [Tasks([Task("alpha", "a"), Task("beta", "b")]), Text("done")])
+    rec = await completed_turn(fake)
     calls = {
         e.input.get("description"): e.item_id for e in rec.of("item.updated") if e.tool == "task"
     }
@@ -134,12 +128,7 @@ async def test_parallel_children_are_named_by_their_own_calls(fake: FakeOpenCode
 async def test_a_failed_child_is_a_failed_task(fake: FakeOpenCodeServer) -> None:
     fake.script("child", [Fail("APIError", "the provider said no")])
     fake.script("root", [Task("try", "child"), Text("done")])
-    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
-        rec = Recorder(oc)
-        await oc.start_session(T)
-        await oc.send_turn(T, "go [[script:root]]")
-        await rec.wait_for("turn.completed")
-        await rec.close()
+    rec = await completed_turn(fake)
     [done] = rec.of("task.completed")
     assert done.status == "failed" and done.result is None
     assert done.error.startswith("Subagent failed") and "the provider said no" in done.error
@@ -185,17 +174,16 @@ async def test_a_stop_ends_every_open_task_stopped_before_the_turn_aborts(
     assert all(rec.events.index(e) < rec.events.index(aborted) for e in done)
 
 
-def recorded() -> list[dict[str, Any]]:
-    with FIXTURE.open(encoding="utf-8") as handle:
-        return [json.loads(line)["event"] for line in handle if line.strip()]
-
-
-async def test_the_recorded_parallel_stop_maps_to_one_stopped_and_one_completed_task() -> None:
-    """The real server's events, fed to the tracker as the translator would."""
+def tracked(fixture: Path) -> list[Any]:
+    """A recorded stream of the real server, fed to the tracker as the translator does:
+    what it emitted (the root is the session the task calls are made in)."""
     emitted: list[Any] = []
     tasks = SubagentTasks(T, emitted.append)
-    events = [parse_native(e) for e in recorded()]
-    root = next(e.session_id for e in events if getattr(e, "parent_id", 1) is None)
+    with fixture.open(encoding="utf-8") as handle:
+        events = [parse_native(json.loads(line)["event"]) for line in handle if line.strip()]
+    root = next(
+        e.session_id for e in events if isinstance(e, PartUpdated) and e.part.tool == "task"
+    )
     for event in events:
         if isinstance(event, SessionCreated) and event.parent_id == root:
             tasks.joined(event.session_id, root, "turn_1", event.title)
@@ -207,6 +195,11 @@ async def test_the_recorded_parallel_stop_maps_to_one_stopped_and_one_completed_
         elif event.session_id != root:
             tasks.observe(event)
     tasks.turn_ended("turn_1", "completed")
+    return emitted
+
+
+async def test_the_recorded_parallel_stop_maps_to_one_stopped_and_one_completed_task() -> None:
+    emitted = tracked(FIXTURE)
     kinds = [(e.type, getattr(e, "description", None), getattr(e, "status", None)) for e in emitted]
     starts = [e for e in emitted if e.type == "task.started"]
     assert [s.description for s in starts] == ["alpha", "beta"]
@@ -217,13 +210,15 @@ async def test_the_recorded_parallel_stop_maps_to_one_stopped_and_one_completed_
     assert ends[beta].status == "completed" and ends[beta].result.startswith("b answer")
 
 
-@pytest.mark.parametrize("how", ["interrupt", "stop_session", "server_exit", "natural"])
+@pytest.mark.parametrize(
+    "how", ["interrupt", "stop_session", "server_exit", "natural", "stop_subagent"]
+)
 async def test_every_started_task_completes_exactly_once_however_the_thread_ends(
     fake: FakeOpenCodeServer, how: str
 ) -> None:
     fake.script("quick", [Text("quick answer")])
     fake.script("slow", [Hang()])
-    ending = Text("root done") if how == "natural" else Hang()
+    ending = Text("root done") if how in ("natural", "stop_subagent") else Hang()
     children = (
         [Task("quick", "quick")] if how == "natural" else [Task("q", "quick"), Task("s", "slow")]
     )
@@ -235,6 +230,12 @@ async def test_every_started_task_completes_exactly_once_however_the_thread_ends
         api = fake.add_session(parent_id=root, title="api child", emit=True)
         await rec.wait_for("task.started", lambda e: e.session_id == api)
         if how == "natural":
+            await rec.wait_for("turn.completed")
+            await oc.stop_session(T)
+        elif how == "stop_subagent":  # the slow one alone; the turn then completes
+            await count(rec, "task.completed", 1)
+            slow = next(e.session_id for e in rec.of("task.started") if e.description == "s")
+            await oc.stop_subagent(T, slow)
             await rec.wait_for("turn.completed")
             await oc.stop_session(T)
         else:
@@ -254,3 +255,11 @@ async def test_every_started_task_completes_exactly_once_however_the_thread_ends
     last_task = max(i for i, t in enumerate(types) if t == "task.completed")
     end = "turn.aborted" if how == "interrupt" else "session.exited"
     assert last_task < types.index(end)
+
+
+async def test_a_call_completed_after_its_child_was_aborted_is_a_stopped_task() -> None:
+    """OpenCode 1.15.13 (``tests/fixtures/events-1.15.13-task-abort.jsonl``): the aborted
+    child's ``MessageAbortedError``, then its call ``completed`` with what it had written."""
+    emitted = tracked(FIXTURE.parent / "events-1.15.13-task-abort.jsonl")
+    [done] = [e for e in emitted if e.type == "task.completed"]
+    assert (done.status, done.result) == ("stopped", "child working")

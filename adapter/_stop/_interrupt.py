@@ -9,6 +9,13 @@ runs the thread is ``stopping``: an idle is the stop's to settle, a send
 waits, output first seen then is late and suppressed. A failed stop leaves
 the turn running (the thread goes back to ``running``) and raises.
 
+``stop_subagent`` stops one subagent and its subtree with the same walk, and
+nothing else: the root and the other subagents go on, and so does the turn (its
+``task`` call for the subagent ends "Task cancelled", measured on 1.18.34). It
+refuses the root and any session outside the thread's tree before sending anything.
+A stop of the whole turn wins: one under way is joined (its report is returned),
+one that starts meanwhile runs as usual.
+
 ``close`` is ``stop_session``: a pending stop completes, then root and tree
 are aborted (best effort, bounded) and ``session.exited`` is emitted once.
 See ``docs/interrupt.md``.
@@ -20,7 +27,14 @@ import asyncio
 import contextlib
 from typing import cast
 
-from .._exceptions import OpenCodeError, RequestError, TreeStopError, TurnCancelledError
+from .._base._ids import is_session_id
+from .._exceptions import (
+    InvalidInputError,
+    OpenCodeError,
+    RequestError,
+    TreeStopError,
+    TurnCancelledError,
+)
 from .._logging import get_logger
 from .._requests._pending import Requests
 from .._threads._registry import AdapterCore
@@ -221,6 +235,70 @@ class Interrupts:
         except TimeoutError:
             _log.warning("adapter.partial_reconcile_timeout", thread_id=thread.thread_id)
         return collector.result(turn.turn_id)
+
+    # -- stop_subagent ------------------------------------------------------------------
+
+    async def stop_subagent(self, thread: ThreadState, session_id: object) -> StopReport:
+        """Stop ``session_id`` (a subagent of ``thread``'s tree) and its subtree only."""
+        if not isinstance(session_id, str) or not is_session_id(session_id):
+            raise InvalidInputError(f"not a valid session id: {session_id!r:.80}")
+        if session_id == thread.session_id:
+            raise InvalidInputError(
+                f"{session_id} is the root of thread {thread.thread_id}: use interrupt_turn"
+            )
+        if session_id not in thread.tree.sessions:
+            raise InvalidInputError(
+                f"{session_id} is not a subagent of thread {thread.thread_id}'s tree"
+            )
+        turn_stop = thread.interrupts.stop
+        if turn_stop is not None:
+            # The turn's stop stops this subagent too: its report is the answer.
+            result = await asyncio.shield(turn_stop.future)
+            assert result.stop is not None  # a stop that ran has its walk's report
+            return result.stop
+        pending = thread.interrupts.subagent_stops.get(session_id)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            thread.interrupts.subagent_stops[session_id] = pending
+            self._core.tasks.spawn(
+                self._stop_subagent(thread, session_id, pending), name=f"stop:{session_id}"
+            )
+        return await asyncio.shield(pending)
+
+    async def _stop_subagent(
+        self, thread: ThreadState, session_id: str, done: asyncio.Future[StopReport]
+    ) -> None:
+        core = self._core
+        try:
+            report = await stop_tree(
+                thread.client,
+                session_id,
+                concurrency=core.limits.stop_concurrency,
+                max_sessions=core.limits.max_tree_sessions,
+                timeout=core.timeouts.abort + core.timeouts.tree,
+                # The turn's tactic, inside the subtree (stop_tree seeds descendants only).
+                known=[(sid, parent) for sid, parent in thread.tree.parents.items() if parent],
+                abort_root_twice=True,
+            )
+        except BaseException as exc:
+            error = exc if isinstance(exc, Exception) else TurnCancelledError("stop cancelled")
+            done.set_exception(error)
+            done.exception()
+            if not isinstance(exc, Exception):
+                raise
+            return
+        finally:
+            if thread.interrupts.subagent_stops.get(session_id) is done:
+                del thread.interrupts.subagent_stops[session_id]
+        if not thread.closing:
+            for sid in report.session_ids:
+                if sid not in thread.tree.sessions:
+                    self._ownership.adopt(thread, sid, report[sid].parent_id)
+            stopped = [s.session_id for s in report if s.outcome != "failed"]
+            thread.subagents.stopped(stopped)
+            withdrawn = self._requests.cancel_in(thread, stopped, thread.lifecycle.turn_id)
+            await self._requests.reject_on_server(thread.client, withdrawn, core.timeouts.request)
+        done.set_result(report)
 
     # -- stop_session -------------------------------------------------------------------
 

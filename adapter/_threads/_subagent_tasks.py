@@ -16,8 +16,10 @@ aborted: ``tests/fixtures/events-parallel-task-abort-1.18.34.jsonl``):
   ``completed`` (its output wraps the child's answer in ``<task_result>``) or ``error``
   (``"Task cancelled"`` when the child alone was aborted, ``"Tool execution aborted"``
   when its parent was: both ``stopped``; any other error, such as ``"Subagent failed
-  ..."``, is ``failed``). The child's own ``session.idle`` comes a moment earlier and
-  carries no result, so it is not the signal;
+  ..."``, is ``failed``). A call that completes after its child's ``MessageAbortedError``
+  is ``stopped`` too (OpenCode 1.15.13 completes an aborted child's call with its partial
+  answer). The child's own ``session.idle`` comes a moment earlier and carries no result,
+  so it is not the signal;
 * a child created through the API has no call: it ends at its first ``session.idle``
   after it ran (``stopped`` after a ``MessageAbortedError``, ``failed`` after another
   ``session.error``, else ``completed`` with its last text);
@@ -213,7 +215,10 @@ class SubagentTasks:
         if state.status == "completed":
             output = state.output or ""
             match = _TASK_RESULT.fullmatch(output)
-            self._end(task, "completed", result=match["result"] if match else output)
+            # OpenCode 1.15.13 completes the call of an aborted child with what it had
+            # written (measured): the child's MessageAbortedError says it was stopped.
+            status: TaskStatus = "stopped" if task.aborted else "completed"
+            self._end(task, status, result=match["result"] if match else output)
             return
         error = state.error or "the task failed"
         stopped = state.metadata.get("interrupted") is True or error.startswith(_STOPPED_ERRORS)
@@ -333,6 +338,8 @@ class SubagentTasks:
                 continue
             if task.held or (task.call is not None and not task.call.background):
                 self._end(task, status)
+        # Its run is over: no call of it will name a child any more.
+        self._waiting.clear()
 
     def thread_ended(self) -> None:
         """The thread ended (``stop_session``, the adapter's close, the server's exit)."""
@@ -388,7 +395,7 @@ class SubagentTasks:
                 turn_id=task.turn_id,
                 session_id=task.session_id,
                 status=status,
-                result=bounded(result) if status == "completed" else None,
+                result=bounded(result),
                 error=bounded(error),
                 usage=usage if usage is not None else task.usage(),
             )

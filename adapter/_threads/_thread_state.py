@@ -32,6 +32,7 @@ from .._turns._turn import Turn
 from .._types._events import FileDiff
 from .._types._permissions import PermissionRule
 from .._types._records import InterruptResult, SessionInfo
+from .._types._stop_report import StopReport
 from ._compaction import CompactionLedger
 from ._resume import cursor_of
 from ._subagent_tasks import SubagentTasks
@@ -100,6 +101,8 @@ class InterruptState:
 
     stop: Stop | None = None
     last: InterruptResult | None = None
+    #: ``stop_subagent`` walks under way, by the subagent they stop (callers share one).
+    subagent_stops: dict[str, asyncio.Future[StopReport]] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)

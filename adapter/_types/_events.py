@@ -243,7 +243,8 @@ class TaskCompleted(Event):
 
     ``status`` is ``completed`` (``result``: its answer), ``failed`` (``error``: why) or
     ``stopped`` (a Stop, ``stop_subagent``, the thread's end, or an abort by another
-    client). Texts are at most 4,096 characters. ``usage`` is what that subagent's own
+    client; ``result`` is what it had answered when the server says it). Texts are at
+    most 4,096 characters. ``usage`` is what that subagent's own
     session spent (its children not included)."""
 
     type: Literal["task.completed"] = "task.completed"

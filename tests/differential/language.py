@@ -69,6 +69,13 @@ class CallTask:
 
 
 @dataclass(frozen=True)
+class CallTasks:
+    """The model calls ``task`` several times in one answer: the children run side by side."""
+
+    tasks: tuple[CallTask, ...]
+
+
+@dataclass(frozen=True)
 class CallTodo:
     """The model calls ``todowrite`` with ``todos`` (each ``{content, status, priority}``)."""
 
@@ -130,7 +137,9 @@ class Overflows:
     text: str
 
 
-Turn: TypeAlias = Say | CallBash | CallTask | CallTodo | CallQuestion | Hangs | Fails | Overflows
+Turn: TypeAlias = (
+    Say | CallBash | CallTask | CallTasks | CallTodo | CallQuestion | Hangs | Fails | Overflows
+)
 """One model request's answer."""
 
 ENDS_A_RUN = (Say, Hangs, Fails)
@@ -310,8 +319,10 @@ class Scenario:
                     "(after a tool call the real model is called again)"
                 )
             for turn in turns:
-                if isinstance(turn, CallTask) and turn.child not in self.scripts:
-                    raise ValueError(f"{self.name}: unknown child script {turn.child!r}")
+                calls = turn.tasks if isinstance(turn, CallTasks) else (turn,)
+                for call in calls:
+                    if isinstance(call, CallTask) and call.child not in self.scripts:
+                        raise ValueError(f"{self.name}: unknown child script {call.child!r}")
 
 
 BACKGROUND_SUBAGENTS_ENV = {"OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS": "true"}
@@ -347,6 +358,17 @@ def task_prompt(description: str, script_name: str) -> str:
 def error_body(turn: Fails) -> dict[str, Any]:
     """The body of the model's error answer (OpenAI's error format)."""
     return {"error": {"message": turn.message, "type": turn.type, "code": None}}
+
+
+def fake_task(turn: CallTask, names: Mapping[str, str], *, after: str | None = None) -> fake.Task:
+    """The fake's ``task`` call of ``turn``; a background one plays ``after`` on its result."""
+    child = names[turn.child]
+    prompt = task_prompt(turn.description, child)
+    if turn.background:
+        return fake.Task(
+            turn.description, child, prompt=prompt, background=True, result_script=after
+        )
+    return fake.Task(turn.description, child, prompt=prompt)
 
 
 def fake_scripts(
@@ -409,17 +431,13 @@ def fake_steps(
             else:
                 steps.append(tool)
         elif isinstance(turn, CallTask):
-            child = names[turn.child]
-            prompt = task_prompt(turn.description, child)
+            after: str | None = None
             if turn.background:
                 backgrounds += 1
                 after = f"{script}~{backgrounds}" if script is not None else None
-                task = fake.Task(
-                    turn.description, child, prompt=prompt, background=True, result_script=after
-                )
-            else:
-                task = fake.Task(turn.description, child, prompt=prompt)
-            steps.append(task)
+            steps.append(fake_task(turn, names, after=after))
+        elif isinstance(turn, CallTasks):
+            steps.append(fake.Tasks([fake_task(call, names) for call in turn.tasks]))
         elif isinstance(turn, CallTodo):
             steps.append(fake.Tool("todowrite", {"todos": [dict(t) for t in turn.todos]}))
         elif isinstance(turn, CallQuestion):
@@ -450,11 +468,13 @@ def model_steps(turns: Sequence[Turn], names: Mapping[str, str]) -> list[scripte
             steps.append(scripted.Text(turn.text))
         elif isinstance(turn, CallBash):
             steps.append(scripted.ToolCalls([scripted.ToolCall("bash", bash_input(turn))]))
-        elif isinstance(turn, CallTask):
-            call = scripted.task_call(
-                turn.description, names[turn.child], background=turn.background
-            )
-            steps.append(scripted.ToolCalls([call]))
+        elif isinstance(turn, CallTask | CallTasks):
+            calls = turn.tasks if isinstance(turn, CallTasks) else (turn,)
+            tasks = [
+                scripted.task_call(call.description, names[call.child], background=call.background)
+                for call in calls
+            ]
+            steps.append(scripted.ToolCalls(tasks))
         elif isinstance(turn, CallTodo):
             todos = {"todos": [dict(t) for t in turn.todos]}
             steps.append(scripted.ToolCalls([scripted.ToolCall("todowrite", todos)]))

@@ -14,6 +14,7 @@ from .language import (
     CallBash,
     CallQuestion,
     CallTask,
+    CallTasks,
     CallTodo,
     Command,
     Create,
@@ -430,6 +431,34 @@ SCENARIOS: list[Scenario] = [
         constraints=[
             Before(idle("root/0"), tool("root", "task", "error")),
             Before(tool("root", "task", "error"), text_done("root", "parent goes on")),
+        ],
+    ),
+    Scenario(
+        # Measured on 1.18.34 (issue 23 item 4): one of two parallel task children aborted
+        # alone; its call ends "Task cancelled", the sibling finishes, the root answers.
+        "parallel_tasks_one_aborted",
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitModelCall("root/0"),
+            Call("POST", "/session/{root/0}/abort"),
+            WaitIdle("root"),
+        ],
+        scripts={
+            "main": [
+                CallTasks((CallTask("alpha", "stopped"), CallTask("beta", "sibling"))),
+                Say("root goes on"),
+            ],
+            "stopped": [Hangs()],
+            "sibling": [CallBash("sleep 2 && echo beta", "beta\n", seconds=2.0), Say("beta done")],
+        },
+        constraints=[
+            Occurs(tool("root", "task", "error"), 1, 1),
+            Occurs(tool("root", "task", "completed"), 1, 1),
+            Before(idle("root/0"), tool("root", "task", "error")),
+            Before(tool("root", "task", "error"), text_done("root/1", "beta done")),
+            Before(tool("root", "task", "completed"), text_done("root", "root goes on")),
+            Never(On("session.error", "root")),
         ],
     ),
     # ------------------------------------------------------------------ permission & question
