@@ -201,3 +201,30 @@ def _check(emitted: list[Event], *, final: bool) -> None:
             ended[sid] += event.type == "task.completed"
     if final:
         assert started == ended
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        # 1.18.34
+        '<task id="ses_x" state="completed">\n<task_result>\nthe answer\n</task_result>\n</task>',
+        # 1.14.48 (measured in the release matrix)
+        "task_id: ses_x (for resuming to continue this task if needed)\n\n"
+        "<task_result>\nthe answer\n</task_result>",
+    ],
+    ids=["1.18.34", "1.14.48"],
+)
+async def test_the_result_is_the_childs_answer_in_each_releases_call_output(output: str) -> None:
+    emitted: list[Event] = []
+    tasks = SubagentTasks(T, emitted.append)
+    named = tool_part(ROOT, "msg_c1", "task", "running", metadata={"sessionId": KIDS[0]})
+    assert tasks.call_seen(named.part) == KIDS[0]
+    tasks.joined(KIDS[0], ROOT, "turn_1", None)
+    done = tool_part(
+        ROOT, "msg_c1", "task", "completed", output=output, metadata=named.part.state.metadata
+    )
+    tasks.call_ended(done.part, KIDS[0])
+    assert [(e.type, getattr(e, "result", None)) for e in emitted] == [
+        ("task.started", None),
+        ("task.completed", "the answer"),
+    ]

@@ -76,10 +76,9 @@ _now = time.monotonic
 _MAX_MESSAGES = 1000
 
 _SUBAGENT_TITLE = re.compile(r"(?P<description>.*) \(@(?P<agent>[^\s()]+) subagent\)", re.S)
-_TASK_RESULT = re.compile(
-    r'<task id="[^"]*" state="[^"]*">\n<task_result>\n(?P<result>.*)\n</task_result>\n</task>',
-    re.S,
-)
+#: The child's answer in its call's output: ``<task id=… state=…>`` around it on 1.18.34, a
+#: ``task_id: …`` line before it on 1.14.48 (measured).
+_TASK_RESULT = re.compile(r"<task_result>(?P<result>.*)</task_result>", re.S)
 #: Events of a held child that show it working: it is announced as it is.
 _ACTIVITY = frozenset({PartUpdated, PartDelta, MessageUpdated, SessionIdle, SessionErrored})
 #: A ``task`` call's error that means its child was stopped, not that it failed.
@@ -214,11 +213,12 @@ class SubagentTasks:
             return
         if state.status == "completed":
             output = state.output or ""
-            match = _TASK_RESULT.fullmatch(output)
+            match = _TASK_RESULT.search(output)
+            result = match["result"].removeprefix("\n").removesuffix("\n") if match else output
             # OpenCode 1.15.13 completes the call of an aborted child with what it had
             # written (measured): the child's MessageAbortedError says it was stopped.
             status: TaskStatus = "stopped" if task.aborted else "completed"
-            self._end(task, status, result=match["result"] if match else output)
+            self._end(task, status, result=result)
             return
         error = state.error or "the task failed"
         stopped = state.metadata.get("interrupted") is True or error.startswith(_STOPPED_ERRORS)

@@ -42,7 +42,7 @@ async def test_parallel_subagents_are_tasks_named_by_their_calls(
         await rec.close()
     calls = {
         e.input.get("description"): e.item_id
-        for e in rec.of("item.updated", T)
+        for e in rec.of("item.completed", T)
         if e.tool == "task" and e.session_id == root
     }
     started = {e.description: e for e in rec.of("task.started", T)}
