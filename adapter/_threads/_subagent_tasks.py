@@ -29,12 +29,16 @@ aborted: ``tests/fixtures/events-parallel-task-abort-1.18.34.jsonl``):
   thread's end ends every task still open, ``stopped``. Both come before the turn's or
   the thread's own end event, so a host closes its rows first.
 
-Which call spawned a child: OpenCode announces the child's ``session.created`` between
-the call's ``pending`` part (no input yet) and its ``running`` part (``metadata.sessionId``
-names the child), in the same millisecond. A child born while its parent has a ``task``
-call waiting for its child is held until a call names it (or until anything else of it
-arrives), so ``task.started`` carries the call's ``item_id``, ``description`` and
-``agent``.
+Which call spawned a child: OpenCode announces the child's ``session.created`` around
+the call's ``pending`` part (no input yet) and before its ``running`` part, whose
+``metadata.sessionId`` names the child (same millisecond, measured on 1.18.34). Holding
+a child only while a call of its parent was ``pending`` failed once, in a full real-suite
+run (a parallel sibling announced without its call), so the hold does not depend on that.
+So a child whose title has the form ``"<description> (@<agent> subagent)"`` (what OpenCode
+titles a ``task`` child) is held until a call names it, and ``task.started`` carries the
+call's ``item_id``, ``description`` and ``agent``. A held child that no call named by the
+end of its turn is announced then, as an API child; one that ends first is announced as it
+ends.
 
 Nothing here awaits; ``task.updated`` is sent by a timer of the event loop.
 """
@@ -79,8 +83,6 @@ _SUBAGENT_TITLE = re.compile(r"(?P<description>.*) \(@(?P<agent>[^\s()]+) subage
 #: The child's answer in its call's output: ``<task id=… state=…>`` around it on 1.18.34, a
 #: ``task_id: …`` line before it on 1.14.48 (measured).
 _TASK_RESULT = re.compile(r"<task_result>(?P<result>.*)</task_result>", re.S)
-#: Events of a held child that show it working: it is announced as it is.
-_ACTIVITY = frozenset({PartUpdated, PartDelta, MessageUpdated, SessionIdle, SessionErrored})
 #: A ``task`` call's error that means its child was stopped, not that it failed.
 _STOPPED_ERRORS = ("Task cancelled", "Tool execution aborted")
 
@@ -141,8 +143,6 @@ class SubagentTasks:
         self._emit = emit
         self._open: dict[str, _Task] = {}
         self._ended: set[str] = set()
-        #: ``task`` calls seen ``pending`` that have named no child yet, per parent session.
-        self._waiting: dict[str, list[str]] = {}
         #: Children named by a ``task`` call (their call, for when the child joins).
         self._named: dict[str, _Call] = {}
 
@@ -167,7 +167,7 @@ class SubagentTasks:
             return
         task = _Task(session_id, parent_id, turn_id, title, call=self._named.pop(session_id, None))
         self._open[session_id] = task
-        if task.call is None and self._waiting.get(parent_id) and _subagent_title(title):
+        if task.call is None and _subagent_title(title):
             task.held = True  # its call names it in a moment (module docstring)
             return
         self._announce(task)
@@ -179,13 +179,8 @@ class SubagentTasks:
         if state is None:
             return None
         item_id = part.call_id or part.id
-        waiting = self._waiting.setdefault(part.session_id, [])
         child = state.metadata.get("sessionId")
         if not isinstance(child, str) or not is_session_id(child):
-            if state.status == "pending" and item_id not in waiting:
-                waiting.append(item_id)
-            elif state.status in ("completed", "error"):
-                self._forget_call(part.session_id, item_id)
             return None
         description = state.input.get("description")
         agent = state.input.get("subagent_type")
@@ -202,7 +197,6 @@ class SubagentTasks:
         elif not task.announced:
             task.call = call
             self._announce(task)
-        self._forget_call(part.session_id, item_id)  # after: a held child is named first
         return child
 
     def call_ended(self, part: Part, child: str) -> None:
@@ -224,16 +218,6 @@ class SubagentTasks:
         stopped = state.metadata.get("interrupted") is True or error.startswith(_STOPPED_ERRORS)
         self._end(task, "stopped" if stopped else "failed", error=error)
 
-    def _forget_call(self, parent_id: str, item_id: str) -> None:
-        waiting = self._waiting.get(parent_id)
-        if waiting is not None and item_id in waiting:
-            waiting.remove(item_id)
-        if not waiting:
-            self._waiting.pop(parent_id, None)
-            for task in list(self._open.values()):
-                if task.held and task.parent_id == parent_id:
-                    self._announce(task)  # no call is left to name it: an API child
-
     # -- what a child does ----------------------------------------------------------------
 
     def observe(self, event: NativeEvent) -> None:
@@ -241,8 +225,6 @@ class SubagentTasks:
         task = self._open.get(event.session_id or "")
         if task is None:
             return
-        if task.held and type(event) in _ACTIVITY:
-            self._announce(task)  # the call did not name it first: announced as it is
         if type(event) is PartUpdated:
             if event.part.message_id in task.spent:  # an answer's part, not its prompt's
                 self._part(task, event.part)
@@ -332,20 +314,20 @@ class SubagentTasks:
 
     def turn_ended(self, turn_id: str, status: TaskStatus) -> None:
         """The turn ended: the ``task``-call children it spawned that are still open end
-        with it (a background call outlives its turn and is left open)."""
+        with it (a background call outlives its turn and is left open); a child no call
+        named is announced as an API child (its run is over: no call of it can name one)."""
         for task in list(self._open.values()):
             if task.turn_id != turn_id:
                 continue
-            if task.held or (task.call is not None and not task.call.background):
+            if task.held:
+                self._announce(task)
+            elif task.call is not None and not task.call.background:
                 self._end(task, status)
-        # Its run is over: no call of it will name a child any more.
-        self._waiting.clear()
 
     def thread_ended(self) -> None:
         """The thread ended (``stop_session``, the adapter's close, the server's exit)."""
         for task in list(self._open.values()):
             self._end(task, "stopped")
-        self._waiting.clear()
         self._named.clear()
 
     def _announce(self, task: _Task) -> None:
