@@ -228,3 +228,35 @@ async def test_the_result_is_the_childs_answer_in_each_releases_call_output(outp
         ("task.started", None),
         ("task.completed", "the answer"),
     ]
+
+
+async def test_a_subagent_titled_child_waits_for_its_call_in_any_order() -> None:
+    """Its ``session.created`` before any part of its call (pending or running): the call
+    that names it still gives ``task.started`` its ``item_id``; a child no call named is
+    announced at its turn's end, without a call."""
+    emitted: list[Event] = []
+    tasks = SubagentTasks(T, emitted.append)
+    tasks.joined(KIDS[0], ROOT, "turn_1", "beta (@explore subagent)")
+    tasks.joined(KIDS[1], ROOT, "turn_1", "gamma (@general subagent)")
+    assert emitted == []
+    running = tool_part(
+        ROOT,
+        "msg_b1",
+        "task",
+        "running",
+        input={"description": "beta", "subagent_type": "explore"},
+        metadata={"sessionId": KIDS[0]},
+    )
+    assert tasks.call_seen(running.part) == KIDS[0]
+    [started] = emitted
+    assert (started.session_id, started.item_id, started.description, started.agent) == (
+        KIDS[0],
+        running.part.call_id,
+        "beta",
+        "explore",
+    )
+    tasks.turn_ended("turn_1", "completed")
+    unnamed = [e for e in emitted if e.session_id == KIDS[1]]
+    assert [(e.type, e.item_id, e.description, e.agent) for e in unnamed] == [
+        ("task.started", None, "gamma", "general")
+    ]
