@@ -35,10 +35,11 @@ the call's ``pending`` part (no input yet) and before its ``running`` part, whos
 a child only while a call of its parent was ``pending`` failed once, in a full real-suite
 run (a parallel sibling announced without its call), so the hold does not depend on that.
 So a child whose title has the form ``"<description> (@<agent> subagent)"`` (what OpenCode
-titles a ``task`` child) is held until a call names it, and ``task.started`` carries the
-call's ``item_id``, ``description`` and ``agent``. A held child that no call named by the
-end of its turn is announced then, as an API child; one that ends first is announced as it
-ends.
+titles a ``task`` child) is held until a call names it, or a call of its parent without
+``metadata.sessionId`` has that description and agent, and ``task.started`` carries the
+call's ``item_id``, ``description`` and ``agent``. A held child ends with its call or a stop,
+not at its own idle; one that no call named by the end of its turn is announced then, as an
+API child.
 
 Nothing here awaits; ``task.updated`` is sent by a timer of the event loop.
 """
@@ -74,6 +75,8 @@ RESULT_LIMIT = 4096
 SNIPPET_LIMIT = 200
 #: Seconds between two ``task.updated`` of one task, at the least.
 UPDATE_INTERVAL = 0.5
+#: ``task`` calls whose child is remembered (a hostile stream stays bounded).
+_MAX_CALLS = 10_000
 #: The clock of the throttle (a test sets its own).
 _now = time.monotonic
 #: Assistant messages of one task whose usage is kept (a hostile stream stays bounded).
@@ -145,6 +148,8 @@ class SubagentTasks:
         self._ended: set[str] = set()
         #: Children named by a ``task`` call (their call, for when the child joins).
         self._named: dict[str, _Call] = {}
+        #: The child of each ``task`` call that named (or matched) one, by ``item_id``.
+        self._by_call: dict[str, str] = {}
 
     # -- reading ----------------------------------------------------------------------
 
@@ -179,9 +184,6 @@ class SubagentTasks:
         if state is None:
             return None
         item_id = part.call_id or part.id
-        child = state.metadata.get("sessionId")
-        if not isinstance(child, str) or not is_session_id(child):
-            return None
         description = state.input.get("description")
         agent = state.input.get("subagent_type")
         call = _Call(
@@ -190,6 +192,13 @@ class SubagentTasks:
             agent if isinstance(agent, str) else None,
             state.input.get("background") is True,
         )
+        child = state.metadata.get("sessionId")
+        if not isinstance(child, str) or not is_session_id(child):
+            child = self._by_call.get(item_id) or self._held_for(part.session_id, call)
+            if child is None:
+                return None
+        if len(self._by_call) < _MAX_CALLS:
+            self._by_call[item_id] = child
         task = self._open.get(child)
         if task is None:
             if child not in self._ended:
@@ -198,6 +207,20 @@ class SubagentTasks:
             task.call = call
             self._announce(task)
         return child
+
+    def _held_for(self, parent_id: str, call: _Call) -> str | None:
+        """The oldest held child of ``parent_id`` whose title is this call's description
+        and agent: a call that does not name its child (no ``metadata.sessionId``) yet."""
+        if call.description is None or call.agent is None:
+            return None
+        for task in self._open.values():
+            if (
+                task.held
+                and task.parent_id == parent_id
+                and _subagent_title(task.title) == (call.description, call.agent)
+            ):
+                return task.session_id
+        return None
 
     def call_ended(self, part: Part, child: str) -> None:
         """The ``task`` part that named ``child``: its end is the child's end."""
@@ -248,7 +271,7 @@ class SubagentTasks:
                 task.aborted = True
             else:
                 task.error = (error.message if error else None) or "the session failed"
-        elif type(event) is SessionIdle and task.call is None and task.ran:
+        elif type(event) is SessionIdle and task.call is None and task.ran and not task.held:
             if task.aborted:
                 self._end(task, "stopped")
             elif task.error is not None:
@@ -329,6 +352,7 @@ class SubagentTasks:
         for task in list(self._open.values()):
             self._end(task, "stopped")
         self._named.clear()
+        self._by_call.clear()
 
     def _announce(self, task: _Task) -> None:
         task.held = False
