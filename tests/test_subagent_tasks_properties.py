@@ -260,3 +260,28 @@ async def test_a_subagent_titled_child_waits_for_its_call_in_any_order() -> None
     assert [(e.type, e.item_id, e.description, e.agent) for e in unnamed] == [
         ("task.started", None, "gamma", "general")
     ]
+
+
+async def test_a_call_without_a_session_id_names_the_held_child_of_its_description() -> None:
+    """A call whose parts carry no ``metadata.sessionId`` still names its child, by the
+    child's ``"<description> (@<agent> subagent)"`` title, and its end ends that child; the
+    child's own idle does not end it first."""
+    emitted: list[Event] = []
+    tasks = SubagentTasks(T, emitted.append)
+    tasks.joined(KIDS[0], ROOT, "turn_1", "alpha (@general subagent)")
+    tasks.joined(KIDS[1], ROOT, "turn_1", "beta (@explore subagent)")
+    call_input = {"description": "beta", "subagent_type": "explore"}
+    running = tool_part(ROOT, "msg_b1", "task", "running", input=call_input)
+    assert tasks.call_seen(running.part) == KIDS[1]
+    tasks.observe(native("session.status", sessionID=KIDS[1], status={"type": "busy"}))
+    tasks.observe(native("session.idle", sessionID=KIDS[1]))
+    output = "<task_result>\nfrom beta\n</task_result>"
+    done = tool_part(ROOT, "msg_b1", "task", "completed", input=call_input, output=output)
+    child = tasks.call_seen(done.part)
+    assert child == KIDS[1]
+    tasks.call_ended(done.part, child)
+    assert [(e.type, e.session_id, getattr(e, "item_id", None)) for e in emitted] == [
+        ("task.started", KIDS[1], running.part.call_id),
+        ("task.completed", KIDS[1], None),
+    ]
+    assert emitted[-1].result == "from beta"
