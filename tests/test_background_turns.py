@@ -273,3 +273,52 @@ async def test_on_the_fake_interrupting_while_a_background_child_works_stops_it(
         await quiet(h)
         assert h.rec.types(T).count("turn.aborted") == 1
         assert h.rec.of("turn.completed") == []
+
+
+async def test_a_background_child_is_a_task_that_ends_when_the_child_does() -> None:
+    """Its call completes at once (``metadata.background``): the task goes on until the
+    child's own end, and its ``task.completed`` comes before the turn's."""
+    fake = FakeOpenCodeServer(background_subagents=True)
+    fake.script("child", [Text("child done")])
+    fake.script("after", [Text(" and ran on the result")])
+    fake.script(
+        "root",
+        [Task("bg", "child", background=True, result_script="after"), Text("answered at once")],
+    )
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:root]]")
+        await h.rec.wait_for("turn.completed", timeout=5.0)
+        (started,) = h.rec.of("task.started", T)
+        (completed,) = h.rec.of("task.completed", T)
+        assert started.item_id is not None and started.turn_id == turn.turn_id
+        assert completed.session_id == started.session_id
+        assert (completed.status, completed.result) == ("completed", "child done")
+        types = h.rec.types(T)
+        assert types.index("task.completed") < types.index("turn.completed")
+
+
+async def test_stopping_a_background_child_alone_ends_its_task_and_the_turn_without_a_rerun() -> (
+    None
+):
+    fake = FakeOpenCodeServer(background_subagents=True)
+    fake.script("child", [Hang()])
+    fake.script("after", [Text(" ran again")])
+    fake.script(
+        "root",
+        [Task("bg", "child", background=True, result_script="after"), Text("answered at once")],
+    )
+    async with Harness(fake) as h:
+        await h.oc.start_session(T)
+        turn = await h.oc.send_turn(T, "go [[script:root]]")
+        started = await h.rec.wait_for("task.started", timeout=5.0)
+        await h.rec.wait_for("content.delta", timeout=5.0)
+        await quiet(h)
+        report = await h.oc.stop_subagent(T, started.session_id)
+        assert report.ok and started.session_id in report.session_ids
+        done = await h.rec.wait_for("turn.completed", timeout=5.0)
+        assert done.turn_id == turn.turn_id
+        (completed,) = h.rec.of("task.completed", T)
+        assert completed.status == "stopped"
+        text = "".join(e.delta for e in h.rec.of("content.delta") if e.turn_id == turn.turn_id)
+        assert text == "answered at once"

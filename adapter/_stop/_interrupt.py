@@ -296,6 +296,9 @@ class Interrupts:
                     self._ownership.adopt(thread, sid, report[sid].parent_id)
             stopped = [s.session_id for s in report if s.outcome != "failed"]
             thread.subagents.stopped(stopped)
+            # A background subagent stopped alone owes its parent no result (measured:
+            # OpenCode writes none and runs nothing again): the turn stops waiting for it.
+            self._turns.children_stopped(thread, frozenset(stopped))
             withdrawn = self._requests.cancel_in(thread, stopped, thread.lifecycle.turn_id)
             await self._requests.reject_on_server(thread.client, withdrawn, core.timeouts.request)
         done.set_result(report)

@@ -20,8 +20,9 @@ aborted: ``tests/fixtures/events-parallel-task-abort-1.18.34.jsonl``):
   is ``stopped`` too (OpenCode 1.15.13 completes an aborted child's call with its partial
   answer). The child's own ``session.idle`` comes a moment earlier and carries no result,
   so it is not the signal;
-* a child created through the API has no call: it ends at its first ``session.idle``
-  after it ran (``stopped`` after a ``MessageAbortedError``, ``failed`` after another
+* a child created through the API has no call, and a background child's call completes
+  at once (``metadata.background``, measured): both end at their first ``session.idle``
+  after they ran (``stopped`` after a ``MessageAbortedError``, ``failed`` after another
   ``session.error``, else ``completed`` with its last text);
 * a stop ends every task it stopped (the caller names them, before the turn's end);
 * the end of a turn ends the ``task``-call children of that turn still open (their call
@@ -228,6 +229,8 @@ class SubagentTasks:
         task = self._open.get(child)
         if state is None or task is None or state.status not in ("completed", "error"):
             return
+        if state.status == "completed" and state.metadata.get("background") is True:
+            return  # started in the background: the child works on, and ends at its idle
         if state.status == "completed":
             output = state.output or ""
             match = _TASK_RESULT.search(output)
@@ -271,7 +274,7 @@ class SubagentTasks:
                 task.aborted = True
             else:
                 task.error = (error.message if error else None) or "the session failed"
-        elif type(event) is SessionIdle and task.call is None and task.ran and not task.held:
+        elif type(event) is SessionIdle and _ends_at_idle(task):
             if task.aborted:
                 self._end(task, "stopped")
             elif task.error is not None:
@@ -406,6 +409,13 @@ class SubagentTasks:
                 usage=usage if usage is not None else task.usage(),
             )
         )
+
+
+def _ends_at_idle(task: _Task) -> bool:
+    """Whether ``task`` ends at its own idle: a child no call waits for (one created
+    through the API, or started in the background) once it ran."""
+    call_waits = task.call is not None and not task.call.background
+    return task.ran and not task.held and not call_waits
 
 
 def _subagent_title(title: str | None) -> tuple[str, str] | None:

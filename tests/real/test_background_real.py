@@ -66,6 +66,9 @@ async def test_a_turn_stays_open_until_its_background_child_ended_and_the_root_a
     assert text.index("root answered at once") < text.index("root ran on the result")
     assert [e.turn_id for e in rec.of("turn.started", T)] == [turn.turn_id]
     assert done.usage.subagents == 1
+    (completed,) = rec.of("task.completed", T)
+    assert (completed.status, completed.result) == ("completed", "child done")
+    assert rec.types(T).index("task.completed") < rec.types(T).index("turn.completed")
 
 
 async def test_interrupting_a_turn_whose_background_child_works_stops_it_and_nothing_runs_again(
