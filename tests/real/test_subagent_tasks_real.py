@@ -12,7 +12,15 @@ import time
 import pytest
 
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import Hang, ModelRequest, Text, ToolCalls, script_marker, task_call
+from adapter.testing.model import (
+    Hang,
+    ModelRequest,
+    Text,
+    ToolCall,
+    ToolCalls,
+    script_marker,
+    task_call,
+)
 from tests.adapter_support import Recorder
 from tests.real.conftest import adapter_on
 
@@ -81,9 +89,11 @@ async def test_one_subagent_stopped_alone_the_sibling_and_the_turn_go_on(
         scripted_model.script(f"{name}-a", [Hang()])
     # The sibling streams its answer for about 4 s: still busy when alpha was stopped.
     scripted_model.script(f"{name}-b", [Text("beta " * 40, chunk_size=5, delay=0.1)])
+    plan = [{"content": "ask both", "status": "in_progress", "priority": "high"}]
     scripted_model.script(
         name,
         [
+            ToolCalls([ToolCall("todowrite", {"todos": plan})]),
             ToolCalls([task_call("alpha", f"{name}-a"), task_call("beta", f"{name}-b")]),
             Text("the root's answer"),
         ],
@@ -115,6 +125,9 @@ async def test_one_subagent_stopped_alone_the_sibling_and_the_turn_go_on(
     assert {s: statuses[s].status for s in subtree} == dict.fromkeys(subtree, "idle")
     assert statuses[beta].status == "busy" and statuses[root].status == "busy"
     assert completed.state == "completed"
+    # The turn kept its plan and its context meter (the configured model's limit).
+    assert [p.todos[0].content for p in rec.of("turn.plan.updated", T)] == ["ask both"]
+    assert completed.usage.context_limit == 128000 and completed.usage.context_tokens
     text = "".join(e.delta for e in rec.of("content.delta", T) if e.turn_id == turn.turn_id)
     assert "the root's answer" in text
     ends = {e.session_id: e for e in rec.of("task.completed", T)}
