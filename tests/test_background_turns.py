@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
+from adapter import TurnStart
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Step, Task, Text
 from tests.adapter_support import emit_session_error
 from tests.faults.support import Harness, fast
 
@@ -237,31 +238,51 @@ async def test_a_steer_while_background_children_work_belongs_to_the_open_turn(
         assert fake.sessions[child].abort_count >= 1, "the stop reached the child"
 
 
-async def test_on_the_fake_the_roots_run_on_a_background_result_is_the_same_turns() -> None:
-    """End to end on the fake that learned background subagents from 1.18.34."""
+def background_fake(*child_steps: Step) -> FakeOpenCodeServer:
+    """A fake with background subagents on (learned from 1.18.34) whose script ``root``
+    starts ``child`` (``child_steps``) in the background and answers "answered at once";
+    the child's result makes it run ``after``."""
     fake = FakeOpenCodeServer(background_subagents=True)
-    fake.script("child", [Text("child done")])
+    fake.script("child", list(child_steps))
     fake.script("after", [Text(" and ran on the result")])
     fake.script(
         "root",
         [Task("bg", "child", background=True, result_script="after"), Text("answered at once")],
     )
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:root]]")
+    return fake
+
+
+async def start_root(h: Harness) -> TurnStart:
+    await h.oc.start_session(T)
+    return await h.oc.send_turn(T, "go [[script:root]]")
+
+
+def turn_text(h: Harness, turn_id: str) -> str:
+    return "".join(e.delta for e in h.rec.of("content.delta") if e.turn_id == turn_id)
+
+
+async def test_on_the_fake_the_run_on_a_result_and_the_childs_task_are_the_turns() -> None:
+    """The root's run on the result is the same turn's. The child's task goes on past its
+    call (which completes at once, ``metadata.background``) until the child's own end, and
+    its ``task.completed`` comes before the turn's."""
+    async with Harness(background_fake(Text("child done"))) as h:
+        turn = await start_root(h)
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
         assert done.turn_id == turn.turn_id
-        text = "".join(e.delta for e in h.rec.of("content.delta") if e.turn_id == turn.turn_id)
-        assert text == "answered at once and ran on the result"
+        assert turn_text(h, turn.turn_id) == "answered at once and ran on the result"
+        (started,) = h.rec.of("task.started", T)
+        (completed,) = h.rec.of("task.completed", T)
+        assert started.item_id is not None and started.turn_id == turn.turn_id
+        assert completed.session_id == started.session_id
+        assert (completed.status, completed.result) == ("completed", "child done")
+        types = h.rec.types(T)
+        assert types.index("task.completed") < types.index("turn.completed")
 
 
 async def test_on_the_fake_interrupting_while_a_background_child_works_stops_it() -> None:
-    fake = FakeOpenCodeServer(background_subagents=True)
-    fake.script("child", [Hang()])
-    fake.script("root", [Task("bg", "child", background=True), Text("answered at once")])
+    fake = background_fake(Hang())
     async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:root]]")
+        turn = await start_root(h)
         child = await h.rec.wait_for("child.started", timeout=5.0)
         await h.rec.wait_for("content.delta", timeout=5.0)
         await quiet(h)
@@ -275,42 +296,11 @@ async def test_on_the_fake_interrupting_while_a_background_child_works_stops_it(
         assert h.rec.of("turn.completed") == []
 
 
-async def test_a_background_child_is_a_task_that_ends_when_the_child_does() -> None:
-    """Its call completes at once (``metadata.background``): the task goes on until the
-    child's own end, and its ``task.completed`` comes before the turn's."""
-    fake = FakeOpenCodeServer(background_subagents=True)
-    fake.script("child", [Text("child done")])
-    fake.script("after", [Text(" and ran on the result")])
-    fake.script(
-        "root",
-        [Task("bg", "child", background=True, result_script="after"), Text("answered at once")],
-    )
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:root]]")
-        await h.rec.wait_for("turn.completed", timeout=5.0)
-        (started,) = h.rec.of("task.started", T)
-        (completed,) = h.rec.of("task.completed", T)
-        assert started.item_id is not None and started.turn_id == turn.turn_id
-        assert completed.session_id == started.session_id
-        assert (completed.status, completed.result) == ("completed", "child done")
-        types = h.rec.types(T)
-        assert types.index("task.completed") < types.index("turn.completed")
-
-
 async def test_stopping_a_background_child_alone_ends_its_task_and_the_turn_without_a_rerun() -> (
     None
 ):
-    fake = FakeOpenCodeServer(background_subagents=True)
-    fake.script("child", [Hang()])
-    fake.script("after", [Text(" ran again")])
-    fake.script(
-        "root",
-        [Task("bg", "child", background=True, result_script="after"), Text("answered at once")],
-    )
-    async with Harness(fake) as h:
-        await h.oc.start_session(T)
-        turn = await h.oc.send_turn(T, "go [[script:root]]")
+    async with Harness(background_fake(Hang())) as h:
+        turn = await start_root(h)
         started = await h.rec.wait_for("task.started", timeout=5.0)
         await h.rec.wait_for("content.delta", timeout=5.0)
         await quiet(h)
@@ -320,5 +310,4 @@ async def test_stopping_a_background_child_alone_ends_its_task_and_the_turn_with
         assert done.turn_id == turn.turn_id
         (completed,) = h.rec.of("task.completed", T)
         assert completed.status == "stopped"
-        text = "".join(e.delta for e in h.rec.of("content.delta") if e.turn_id == turn.turn_id)
-        assert text == "answered at once"
+        assert turn_text(h, turn.turn_id) == "answered at once"

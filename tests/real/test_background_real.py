@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import OpenCodeAdapter
+from adapter import OpenCodeAdapter, TurnStart
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
@@ -50,14 +50,8 @@ async def test_a_turn_stays_open_until_its_background_child_ended_and_the_root_a
     script_background_turn(scripted_model, name, child_seconds=2)
     async with adapter_on(background_server) as oc:
         rec = Recorder(oc)
-        await oc.start_session(T, title=name)
-        turn = await oc.send_turn(T, "go " + script_marker(name))
+        turn = await answered_at_once(oc, rec, name)
         # The root answered and went idle, the child still works: the turn is running.
-        await rec.wait_for(
-            "content.delta",
-            lambda e: "root answered at once" in text_of(rec, turn.turn_id),
-            timeout=60,
-        )
         assert oc.session_info(T).status == "running"
         done = await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id, timeout=60)
         await rec.close()
@@ -78,14 +72,8 @@ async def test_interrupting_a_turn_whose_background_child_works_stops_it_and_not
     script_background_turn(scripted_model, name, child_seconds=30)
     async with adapter_on(background_server) as oc:
         rec = Recorder(oc)
-        await oc.start_session(T, title=name)
-        turn = await oc.send_turn(T, "go " + script_marker(name))
+        turn = await answered_at_once(oc, rec, name)
         started = await rec.wait_for("child.started", timeout=60)
-        await rec.wait_for(
-            "content.delta",
-            lambda e: "root answered at once" in text_of(rec, turn.turn_id),
-            timeout=60,
-        )
         result = await oc.interrupt_turn(T)
         assert result.stop is not None and result.stop.ok
         assert started.session_id in result.stop.session_ids
@@ -95,6 +83,19 @@ async def test_interrupting_a_turn_whose_background_child_works_stops_it_and_not
         await rec.close()
     assert rec.types(T).count("turn.aborted") == 1
     assert "root ran on the result" not in text_of(rec, turn.turn_id)
+
+
+async def answered_at_once(oc: OpenCodeAdapter, rec: Recorder, name: str) -> TurnStart:
+    """The thread started and sent script ``name``'s turn, once the root answered (its
+    background child is still at work)."""
+    await oc.start_session(T, title=name)
+    turn = await oc.send_turn(T, "go " + script_marker(name))
+    await rec.wait_for(
+        "content.delta",
+        lambda e: "root answered at once" in text_of(rec, turn.turn_id),
+        timeout=60,
+    )
+    return turn
 
 
 def text_of(rec: Recorder, turn_id: str) -> str:
