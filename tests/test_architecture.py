@@ -26,8 +26,9 @@ CONCEPTS: dict[str, set[str]] = {
     "_requests._pending": {"_threads._registry"},
     "_stream._native_recorder": {"_threads._registry"},
     "_stream._output": {"_threads._registry", "_threads._session_owners", "_requests._pending"},
-    "_turns._running": {"_threads._registry", "_stream._output"},
     "_stream._turn_diff": {"_threads._registry"},
+    "_turns._settling": {"_threads._registry", "_stream._output", "_stream._turn_diff"},
+    "_turns._running": {"_threads._registry", "_stream._output", "_turns._settling"},
     "_stream._translator": {
         "_threads._registry",
         "_threads._session_owners",

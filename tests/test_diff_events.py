@@ -251,3 +251,28 @@ async def test_the_fakes_write_and_edit_tools_change_files_when_snapshots_are_on
     assert diffs[-1].files[0].patch is not None and "+B" in diffs[-1].files[0].patch
     native = [e["properties"]["diff"] for e in fake.events if e["type"] == "session.diff"]
     assert native and all(d == [] for d in native), "session.diff stays [] as on 1.18.34"
+
+
+async def test_a_diff_the_stream_missed_in_an_outage_is_read_back_with_the_turn(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """The run writes a file and ends while the event stream is down: the diff summary is
+    only stored. The reconcile after the outage reads the prompt back and sends its diff."""
+    fake.snapshot = True
+    write = Tool("write", {"filePath": "a.txt", "content": "one\ntwo\n"}, duration=0.1)
+    fake.script("root", [Text("before the drop"), write, Text(" end")])
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        root = (await oc.start_session(T)).session_id
+        turn = await oc.send_turn(T, "go [[script:root]]")
+        await rec.wait_for("content.delta")
+        reconnect = fake.hold("GET", "/event")
+        fake.drop_event_streams()
+        await fake.wait_until(lambda: not fake.sessions[root].busy, timeout=3)
+        assert rec.of("turn.diff.updated") == [], "the diff was sent while the stream was down"
+        reconnect.release()
+        done = await rec.wait_for("turn.completed", timeout=5)
+        diff = await rec.wait_for("turn.diff.updated", timeout=5)
+        await rec.close()
+    assert done.turn_id == diff.turn_id == turn.turn_id
+    assert [(f.path, f.status, f.additions) for f in diff.files] == [("a.txt", "added", 2)]

@@ -30,7 +30,14 @@ from .._threads._registry import AdapterCore
 from .._threads._thread_state import ThreadState
 from .._types._events import FileDiff, TurnDiffUpdated
 
-__all__ = ["MAX_DIFF_FILES", "MAX_PATCHES_CHARS", "MAX_PATCH_CHARS", "file_diffs", "turn_diff"]
+__all__ = [
+    "MAX_DIFF_FILES",
+    "MAX_PATCHES_CHARS",
+    "MAX_PATCH_CHARS",
+    "file_diffs",
+    "prompt_diff",
+    "turn_diff",
+]
 
 #: Files one ``turn.diff.updated`` lists; more are counted in ``omitted_files``.
 MAX_DIFF_FILES = 1_000
@@ -129,20 +136,31 @@ def _union(prompts: Iterable[tuple[tuple[FileDiff, ...], int]]) -> tuple[tuple[F
 
 def turn_diff(core: AdapterCore, thread: ThreadState, event: MessageUpdated) -> None:
     """A root message changed: if it is a turn's prompt whose diff changed, send it."""
-    if event.role != "user" or thread.closing:
+    if event.role != "user":
         return
     info = event.raw.get("properties", {}).get("info")
-    parsed = file_diffs(info) if isinstance(info, dict) else None
-    turn_id = thread.ledger.turn_of(event.message_id) if parsed is not None else None
+    if isinstance(info, dict):
+        prompt_diff(core, thread, event.message_id, info)
+
+
+def prompt_diff(
+    core: AdapterCore, thread: ThreadState, message_id: str, info: Mapping[str, Any]
+) -> None:
+    """A root user message ``info``, live or read back from the stored messages after an
+    outage: if it is a turn's prompt whose diff changed from what was sent, send it."""
+    if thread.closing:
+        return
+    parsed = file_diffs(info)
+    turn_id = thread.ledger.turn_of(message_id) if parsed is not None else None
     if parsed is None or turn_id is None:
         return
     memory = thread.diffs
     if memory.turn_id != turn_id:
         memory.turn_id = turn_id
         memory.prompts.clear()
-    if memory.prompts.get(event.message_id, ((), 0)) == parsed:
+    if memory.prompts.get(message_id, ((), 0)) == parsed:
         return  # the empty start of a turn, or a repeat: nothing new to show
-    memory.prompts[event.message_id] = parsed
+    memory.prompts[message_id] = parsed
     while len(memory.prompts) > _MAX_PROMPTS:
         memory.prompts.pop(next(iter(memory.prompts)))
     files, omitted = parsed if len(memory.prompts) == 1 else _union(memory.prompts.values())

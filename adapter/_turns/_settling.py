@@ -28,6 +28,7 @@ from .._client._models import Message, SessionStatus
 from .._exceptions import OpenCodeError
 from .._logging import get_logger
 from .._stream._output import Output
+from .._stream._turn_diff import prompt_diff
 from .._threads._compaction import SUMMARIZED
 from .._threads._registry import AdapterCore
 from .._threads._thread_state import ThreadState
@@ -305,6 +306,7 @@ class Settling:
                 thread.compactions.summary_message(info.id, info.parent_id)
             if info.role == "user":
                 self._user_message(thread, turn, info.id)
+                prompt_diff(self._core, thread, info.id, info.raw)  # the stream may have missed it
                 continue
             finished = info.completed is not None or info.error is not None
             if finished and info.parent_id is not None:
