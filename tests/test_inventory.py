@@ -72,9 +72,22 @@ async def test_each_part_is_read_from_the_measured_shapes(router: respx.MockRout
     assert [s.name for s in inventory.skills] == ["customize-opencode"]
     assert isinstance(inventory.skills[0], SkillInfo)
     assert dict(inventory.mcp) == {"off": "disabled", "broken": "failed"}
+    assert dict(inventory.mcp_errors) == {"broken": "MCP error -32000: Connection closed"}
     assert inventory.version == "1.18.34"
     assert dict(inventory.errors) == {}
-    assert json.loads(json.dumps(inventory.to_dict()))["models"][0]["cost"]["cache_read"] == 0.0
+    as_json = json.loads(json.dumps(inventory.to_dict()))
+    assert list(as_json) == [
+        "models",
+        "agents",
+        "commands",
+        "skills",
+        "mcp",
+        "mcp_errors",
+        "version",
+        "errors",
+    ]
+    assert as_json["models"][0]["cost"]["cache_read"] == 0.0
+    assert as_json["mcp_errors"] == {"broken": "MCP error -32000: Connection closed"}
 
 
 async def test_one_failing_part_is_reported_and_the_others_kept(
@@ -142,7 +155,10 @@ async def test_unknown_fields_and_malformed_entries_are_ignored(
                     7,
                 ],
             ),
-            "/mcp": httpx.Response(200, json={"x": {"status": "connected"}, "y": "bad"}),
+            "/mcp": httpx.Response(
+                200,
+                json={"x": {"status": "connected", "error": 7}, "y": "bad", "z": {"error": "e"}},
+            ),
         },
     )
     inventory = await read()
@@ -151,6 +167,7 @@ async def test_unknown_fields_and_malformed_entries_are_ignored(
     )
     assert inventory.agents == (AgentInfo("a", "all", None),)
     assert dict(inventory.mcp) == {"x": "connected"}
+    assert dict(inventory.mcp_errors) == {}
     assert dict(inventory.errors) == {}
 
 

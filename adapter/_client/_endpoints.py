@@ -32,6 +32,7 @@ from ._inventory import (
     parse_agents,
     parse_commands,
     parse_mcp,
+    parse_mcp_servers,
     parse_models,
     parse_skills,
     read_inventory,
@@ -164,6 +165,12 @@ class OpenCodeClient(AsyncClosing):
     async def mcp_status(self) -> Mapping[str, str]:
         return await self._send(Call("mcp_status", "GET", "/mcp", parse_mcp, idempotent=True))
 
+    async def mcp_servers(self) -> tuple[McpServerStatus, ...]:
+        """Each MCP server's status and error text (``GET /mcp``)."""
+        return await self._send(
+            Call("mcp_status", "GET", "/mcp", parse_mcp_servers, idempotent=True)
+        )
+
     async def inventory(self) -> ServerInventory:
         """Every part read at once, each bounded by the request timeout (retries
         included); a failed part is named in ``errors``, the others are kept."""
@@ -176,7 +183,7 @@ class OpenCodeClient(AsyncClosing):
             "agents": self.agents,
             "commands": self.commands,
             "skills": self.skills,
-            "mcp": self.mcp_status,
+            "mcp": self.mcp_servers,
             "version": version,
         }
         return await read_inventory(reads, self.timeout)

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from .._exceptions import InvalidInputError, OpenCodeError
+from ._mcp import McpServerStatus
 
 __all__ = [
     "AgentInfo",
@@ -89,7 +90,8 @@ class ServerInventory:
 
     A part that could not be read is empty (``version``: ``None``) and named in
     ``errors`` (part name -> message); the parts are ``models``, ``agents``,
-    ``commands``, ``skills``, ``mcp`` and ``version``.
+    ``commands``, ``skills``, ``mcp`` (which fills ``mcp`` and ``mcp_errors``) and
+    ``version``.
     """
 
     models: tuple[ModelInfo, ...] = ()
@@ -98,6 +100,9 @@ class ServerInventory:
     skills: tuple[SkillInfo, ...] = ()
     mcp: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """MCP server name -> its status (measured: ``connected``, ``disabled``, ``failed``)."""
+    mcp_errors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """MCP server name -> the server's error text, for those that report one (a
+    ``failed`` server's, measured: ``MCP error -32000: Connection closed``)."""
     version: str | None = None
     errors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -109,6 +114,7 @@ class ServerInventory:
             "commands": [asdict(c) for c in self.commands],
             "skills": [asdict(s) for s in self.skills],
             "mcp": dict(self.mcp),
+            "mcp_errors": dict(self.mcp_errors),
             "version": self.version,
             "errors": dict(self.errors),
         }
@@ -213,19 +219,36 @@ def parse_skills(data: object) -> tuple[SkillInfo, ...]:
     return tuple(SkillInfo(e["name"], _text(e, "description")) for e in _entries(data, "skills"))
 
 
-def parse_mcp(data: object) -> Mapping[str, str]:
+def parse_mcp_servers(data: object) -> tuple[McpServerStatus, ...]:
     """``GET /mcp`` -> ``{<name>: {status, error?}}`` (``{}`` with none configured)."""
     if not isinstance(data, Mapping):
         raise ValueError("mcp is not an object")
-    return MappingProxyType(
-        {
-            name: entry["status"]
-            for name, entry in data.items()
-            if isinstance(name, str)
-            and isinstance(entry, Mapping)
-            and isinstance(entry.get("status"), str)
-        }
-    )
+    servers: list[McpServerStatus] = []
+    for name, entry in data.items():
+        if isinstance(name, str) and isinstance(entry, Mapping):
+            status, error = entry.get("status"), entry.get("error")
+            if isinstance(status, str):
+                servers.append(
+                    McpServerStatus(name, status, error if isinstance(error, str) else None)
+                )
+    return tuple(servers)
+
+
+def parse_mcp(data: object) -> Mapping[str, str]:
+    """``GET /mcp`` as MCP server name -> status."""
+    return MappingProxyType({s.name: s.status for s in parse_mcp_servers(data)})
+
+
+def _fields(part: str, value: Any) -> dict[str, Any]:
+    """The :class:`ServerInventory` fields a part's read fills: the ``mcp`` part's
+    servers (:func:`parse_mcp_servers`) fill ``mcp`` and ``mcp_errors``."""
+    if part != "mcp":
+        return {part: value}
+    servers = cast(tuple[McpServerStatus, ...], value)
+    return {
+        "mcp": MappingProxyType({s.name: s.status for s in servers}),
+        "mcp_errors": MappingProxyType({s.name: s.error for s in servers if s.error is not None}),
+    }
 
 
 async def read_inventory(
@@ -234,9 +257,10 @@ async def read_inventory(
     """Run every part's read at once, each bounded by ``timeout``; keep what succeeded.
 
     ``reads`` maps a part name (a :class:`ServerInventory` field) to its read, which
-    returns the parsed part. A part that raises an :class:`OpenCodeError` (the
-    server's error, a bad shape, a refused connection) or outlives ``timeout`` is
-    reported in ``errors``; anything else (a bug, a cancellation) propagates.
+    returns the parsed part (for ``mcp``: :func:`parse_mcp_servers`'s servers). A part
+    that raises an :class:`OpenCodeError` (the server's error, a bad shape, a refused
+    connection) or outlives ``timeout`` is reported in ``errors``; anything else (a
+    bug, a cancellation) propagates.
     """
 
     async def bounded(read: Callable[[], Awaitable[Any]]) -> Any:
@@ -255,5 +279,5 @@ async def read_inventory(
         elif isinstance(result, BaseException):
             raise result
         else:
-            parts[name] = result
+            parts.update(_fields(name, result))
     return ServerInventory(**parts, errors=MappingProxyType(errors))
