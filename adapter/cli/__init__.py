@@ -19,6 +19,7 @@ from .._logging import configure_logging
 from ._acp import acp_command, add_acp_parser
 from ._commands import run_command, stop_command, tree_command
 from ._demo import demo_command
+from ._inventory import add_inventory_parser, inventory_command
 from ._render import Out
 from ._web import add_web_parser, web_command
 
@@ -73,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--fake", action="store_true", help="use the in-process fake server")
     add_web_parser(sub, common)
     add_acp_parser(sub, common)
+    add_inventory_parser(sub, common)
     return parser
 
 
@@ -87,6 +89,8 @@ async def _dispatch(args: argparse.Namespace, out: Out) -> int:
         return await web_command(args, out)
     if args.command == "acp":
         return await acp_command(args)
+    if args.command == "inventory":
+        return await inventory_command(args, out)
     return await demo_command(args, out)
 
 

@@ -19,6 +19,7 @@ from .._client._base_url import checked_base_url
 from .._exceptions import InvalidInputError, TreeStopError
 from .._server._process import ServerProcess
 from .._stop._stop_tree import StopReport, stop_tree
+from .._timeouts import Timeouts
 from .._types._events import (
     ChildStarted,
     ContentDelta,
@@ -73,6 +74,18 @@ def url_from(args: argparse.Namespace) -> str | None:
         return None
     checked_base_url(url, name=name, password_hint="--password-env", directory_hint="--directory")
     return url
+
+
+def adapter_from(args: argparse.Namespace, *, timeouts: Timeouts | None = None) -> OpenCodeAdapter:
+    """An adapter for --url / $OPENCODE_URL, else for a local server it starts itself."""
+    return OpenCodeAdapter(
+        url_from(args),
+        password=password_from(args),
+        binary=args.binary,
+        directory=args.directory,
+        transport=getattr(args, "transport", None),
+        timeouts=timeouts,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -239,13 +252,7 @@ async def run_command(args: argparse.Namespace, out: Out) -> int:
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
-        async with OpenCodeAdapter(
-            url_from(args),
-            password=password_from(args),
-            binary=args.binary,
-            directory=args.directory,
-            transport=getattr(args, "transport", None),
-        ) as oc:
+        async with adapter_from(args) as oc:
             events = oc.events()
             info = await oc.start_session("cli", title=args.title, model=args.model)
             out.line(f"session {info.session_id}", style="dim")

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO, cast
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.tree import Tree
 
 from .._base._unicode import well_formed, well_formed_data
 from .._stop._stop_tree import StopReport
 from .._types._partial_result import PartialResult
 
-__all__ = ["Out", "WellFormedStream", "partial_lines", "report_tree"]
+__all__ = ["Out", "WellFormedStream", "partial_lines", "printable", "report_tree"]
 
 _OUTCOME_STYLE = {"aborted": "green", "not_found": "yellow", "failed": "bold red"}
 _STATUS_STYLE = {"busy": "bold yellow", "retry": "magenta", "idle": "green"}
@@ -118,6 +119,11 @@ class Out:
         else:
             for text in plain:
                 self.line(text)
+
+    def show(self, renderable: RenderableType) -> None:
+        """A rich renderable (a table): styled on a terminal, plain to a pipe, and
+        never wider than the console (rich wraps each cell to fit)."""
+        self.console.print(renderable)
 
     def close(self) -> None:
         self.stdout.close()
@@ -241,6 +247,26 @@ def _input(data: Mapping[str, Any]) -> str:
 def _short(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# C0 and C1 controls (ESC starts a terminal command, CSI is one in a byte), and the
+# format characters that reorder or hide text (bidi overrides and isolates, zero
+# widths): rich strips only BEL, BS, VT, FF and CR.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def printable(text: str, limit: int) -> str:
+    """Server text for one line of a terminal: at most ``limit`` characters (``…``
+    ending a longer one, which is cut before any other work), well formed, each run
+    of whitespace one space, and every other control or format character U+FFFD, so
+    that no server string can move the cursor, retitle the window or reorder a line."""
+    head = well_formed(text[: limit + 1])
+    flat = " ".join(_UNPRINTABLE.sub(_replacement, head).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _replacement(match: re.Match[str]) -> str:
+    return " " if match.group().isspace() else "\ufffd"
 
 
 def _esc(text: str) -> str:

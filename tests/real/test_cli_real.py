@@ -1,4 +1,4 @@
-"""The command line against a real OpenCode server: ``demo`` and ``stop``."""
+"""The command line against a real OpenCode server: ``demo``, ``stop`` and ``inventory``."""
 
 from __future__ import annotations
 
@@ -76,3 +76,26 @@ def test_stop_command_against_a_real_server(
         assert "2 sessions: 2 aborted" in done.stdout
         assert root in done.stdout and kid in done.stdout
         assert http.get("/session/status").json() == {}
+
+
+def test_inventory_command_shows_the_configured_models_limits(
+    real_server: RealOpenCodeServer,
+) -> None:
+    """The harness configures fake/fake-model with limit {context: 128000, output: 4096}."""
+    where = ("--url", real_server.base_url, "--directory", str(real_server.directory))
+    done = run_cli("inventory", "--json", *where)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["errors"] == {} and data["version"] == real_server.version
+    [model] = data["models"]
+    assert (model["id"], model["context_limit"], model["output_limit"]) == (
+        "fake/fake-model",
+        128000,
+        4096,
+    )
+    assert {"build", "plan"} <= {a["name"] for a in data["agents"] if a["mode"] == "primary"}
+    assert {"init", "review"} <= {c["name"] for c in data["commands"]}
+    tables = run_cli("inventory", *where)
+    assert tables.returncode == 0, tables.stderr
+    assert "fake/fake-model" in tables.stdout
+    assert "128,000" in tables.stdout and "4,096" in tables.stdout
