@@ -29,6 +29,7 @@ from ._auth import BearerAuth
 from ._body import (
     model_value,
     optional_str,
+    path_session_id,
     path_thread_id,
     read_object,
     required_str,
@@ -97,6 +98,11 @@ def create_app(
         Route("/threads/{thread_id}", _guard(api.get_thread), methods=["GET"]),
         Route("/threads/{thread_id}/turns", _guard(api.send_turn), methods=["POST"]),
         Route("/threads/{thread_id}/stop", _guard(api.stop), methods=["POST"]),
+        Route(
+            "/threads/{thread_id}/subagents/{session_id}/stop",
+            _guard(api.stop_subagent),
+            methods=["POST"],
+        ),
         Route("/threads/{thread_id}/events", _guard(api.events), methods=["GET"]),
         Route("/threads/{thread_id}/tree", _guard(api.tree), methods=["GET"]),
         Route(
@@ -210,6 +216,26 @@ class _Api:
         await read_object(request, frozenset())
         result = await self._oc.interrupt_turn(thread_id)
         return JsonResponse(result.to_dict())
+
+    async def stop_subagent(self, request: Request) -> Response:
+        """``stop_subagent``: one subagent and its subtree; the root and the turn go on.
+        The root (the turn's Stop stops it), a malformed id (422) and a session outside
+        the thread's tree (404) are refused before anything is sent."""
+        thread_id = self._thread(request)
+        session_id = path_session_id(request)
+        await read_object(request, frozenset())
+        if session_id == self._oc.session_info(thread_id).session_id:
+            raise invalid("session_id", f"{session_id} is the thread's root: stop the turn")
+        try:
+            report = await self._oc.stop_subagent(thread_id, session_id)
+        except adapter.InvalidInputError as exc:  # the id and the root were checked above
+            raise ApiError(404, "not_found", str(exc)) from None
+        if not report.ok:
+            _log.warning("web.subagent_stop_failed", session_id=session_id)
+            return error_response(
+                502, "stop_failed", "the subagent's stop failed", extra={"stop": report.to_dict()}
+            )
+        return JsonResponse(report.to_dict())
 
     # -- what a page follows ---------------------------------------------------------
 

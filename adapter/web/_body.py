@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 from starlette.requests import Request
 
+from adapter._base._ids import is_session_id
 from adapter._base._unicode import has_surrogates, surrogate_path
 
 from ._errors import ApiError, invalid
@@ -36,6 +37,7 @@ __all__ = [
     "model_value",
     "optional_object",
     "optional_str",
+    "path_session_id",
     "path_thread_id",
     "read_object",
     "required_str",
@@ -194,6 +196,15 @@ def path_thread_id(request: Request) -> str:
     if problem is not None:
         raise invalid("thread_id", problem)
     return thread_id
+
+
+def path_session_id(request: Request) -> str:
+    """The path's ``{session_id}``: an OpenCode session id (``ses_`` and up to 128 of
+    ``A-Za-z0-9_-``), else 422 (``field: session_id``)."""
+    session_id: str = request.path_params["session_id"]
+    if not is_session_id(session_id):
+        raise invalid("session_id", f"not a session id: {session_id!r:.80}")
+    return session_id
 
 
 def optional_str(body: dict[str, Any], name: str) -> str | None:

@@ -31,6 +31,7 @@ THREAD_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "", None),
     ("POST", "/turns", {"text": "hi"}),
     ("POST", "/stop", None),
+    ("POST", "/subagents/ses_child/stop", None),
     ("GET", "/events", None),
     ("GET", "/tree", None),
     ("POST", "/requests/per_1", {"decision": "accept"}),

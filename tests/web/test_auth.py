@@ -56,6 +56,7 @@ async def test_every_api_route_needs_the_token(client: httpx.AsyncClient) -> Non
         ("GET", "/threads/t"),
         ("POST", "/threads/t/turns"),
         ("POST", "/threads/t/stop"),
+        ("POST", "/threads/t/subagents/ses_child/stop"),
         ("GET", "/threads/t/events"),
         ("GET", "/threads/t/tree"),
         ("POST", "/threads/t/requests/per_1"),
@@ -116,6 +117,7 @@ async def test_only_the_event_stream_takes_the_token_in_the_query(
         ("GET", "/threads"),
         ("POST", "/threads"),
         ("POST", "/threads/t/stop"),
+        ("POST", "/threads/t/subagents/ses_child/stop"),
     ],
 )
 async def test_the_query_token_is_refused_everywhere_but_a_get_of_the_events(

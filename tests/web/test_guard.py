@@ -101,6 +101,7 @@ ROUTES = [
     ("GET", "/threads/t"),
     ("POST", "/threads/t/turns"),
     ("POST", "/threads/t/stop"),
+    ("POST", "/threads/t/subagents/ses_child/stop"),
     ("GET", "/threads/t/events"),
     ("POST", "/threads/t/requests/per_1"),
     ("GET", "/no/such/route"),
