@@ -70,6 +70,7 @@ async def test_the_page_and_its_files_carry_the_security_headers(
     for path, media in [
         ("/", "text/html"),
         ("/static/app.js", "text/javascript"),
+        ("/static/host.js", "text/javascript"),
         ("/static/style.css", "text/css"),
     ]:
         response = await client.get(path)

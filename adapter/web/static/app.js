@@ -121,6 +121,9 @@
     stopReported: false,
   };
 
+  // Per-subagent Stop, meter and cost, plan, pickers and commands (static/host.js).
+  const host = window.opencodeTreeHost({ $, el, api, state, showError });
+
   function setStatus(threadStatus) {
     if (threadStatus) $("thread-status").textContent = threadStatus;
   }
@@ -504,6 +507,7 @@
       state.currentTurn = e.turn_id;
       turnSection(e.turn_id);
       rootBlock(e.turn_id, state.rootSessionId);
+      host.turnStarted();
       setStatus("running");
       setTurnState("running", true);
       state.stopReported = false;
@@ -517,11 +521,13 @@
       state.endedTurns.add(e.turn_id);
       setStatus("ready");
       setTurnState(e.state === "failed" ? `failed: ${e.error || ""}` : "completed", false);
+      host.usage(e.usage);
     },
     "turn.aborted": (e) => {
       state.endedTurns.add(e.turn_id);
       setStatus("ready");
       setTurnState(`aborted${e.reason ? ` (${e.reason})` : ""}`, false);
+      host.usage(e.usage);
       if (state.stopping && !state.stopReported) {
         // Another tab (or an earlier page) pressed Stop: the stream tells how it ended.
         state.stopping = false;
@@ -535,7 +541,10 @@
       const when = retry.next_at ? ` (next try ${new Date(retry.next_at * 1000).toLocaleTimeString()})` : "";
       $("retry-status").textContent = `retrying #${retry.attempt}: ${retry.message || ""}${when}`;
     },
-    "turn.usage": () => {},
+    "turn.usage": (e) => host.usage(e.usage),
+    "turn.plan.updated": (e) => host.plan(e),
+    "task.started": (e) => host.taskStarted(e),
+    "task.completed": (e) => host.taskCompleted(e),
     "turn.stopping": () => {
       setStatus("stopping");
       showStopping();
@@ -628,6 +637,7 @@
     $("partial").replaceChildren();
     $("partial").hidden = true;
     $("stop-status").textContent = "";
+    host.reset();
   }
 
   async function openThread(threadId) {
@@ -661,7 +671,7 @@
   }
 
   async function newThread() {
-    const info = await api("POST", "threads", {});
+    const info = await api("POST", "threads", host.choices());
     await openThread(info.thread_id);
   }
 
@@ -673,7 +683,11 @@
       if (!state.threadId) await newThread();
       $("send").disabled = true;
       await Promise.race([state.connected, new Promise((resolve) => setTimeout(resolve, 5000))]);
-      const result = await api("POST", `threads/${encodeURIComponent(state.threadId)}/turns`, { text });
+      // "/name args" of a server command runs it; anything else is a prompt.
+      const command = host.command(text);
+      const result = command
+        ? await api("POST", host.threadPath("/commands"), { ...command, ...host.choices() })
+        : await api("POST", host.threadPath("/turns"), { text, ...host.choices() });
       $("prompt").value = "";
       state.currentTurn = state.currentTurn || result.turn_id;
       const turn = turnSection(result.turn_id);
@@ -699,6 +713,7 @@
     });
     const wanted = new URLSearchParams(location.search).get("thread");
     try {
+      await host.loadInventory();
       if (wanted) await openThread(wanted);
       else await refreshThreads();
     } catch (err) {
