@@ -27,7 +27,6 @@ from adapter._logging import get_logger
 
 from ._auth import BearerAuth
 from ._body import (
-    model_value,
     optional_str,
     path_session_id,
     path_thread_id,
@@ -36,6 +35,7 @@ from ._body import (
     resume_value,
     thread_id_value,
 )
+from ._choices import checked_choices
 from ._errors import ApiError, error_response, invalid, response_for
 from ._guard import RequestGuard, allowed_host_names, allowed_origin_set
 from ._headers import SecurityHeaders
@@ -95,9 +95,12 @@ def create_app(
         Mount("/static", app=StaticFiles(directory=STATIC_DIR, check_dir=False), name="static"),
         Route("/threads", _guard(api.create_thread), methods=["POST"]),
         Route("/threads", _guard(api.list_threads), methods=["GET"]),
+        Route("/inventory", _guard(api.inventory), methods=["GET"]),
         Route("/threads/{thread_id}", _guard(api.get_thread), methods=["GET"]),
         Route("/threads/{thread_id}/turns", _guard(api.send_turn), methods=["POST"]),
         Route("/threads/{thread_id}/stop", _guard(api.stop), methods=["POST"]),
+        Route("/threads/{thread_id}/fork", _guard(api.fork), methods=["POST"]),
+        Route("/threads/{thread_id}/commands", _guard(api.run_command), methods=["POST"]),
         Route(
             "/threads/{thread_id}/subagents/{session_id}/stop",
             _guard(api.stop_subagent),
@@ -162,6 +165,9 @@ class _Api:
         self._max_queue = max_queue
         self._ping = ping
         self._starting: set[str] = set()
+        # The agent a thread was made with (POST /threads): its turns' and commands'
+        # agent when they name none. The adapter keeps a thread's model, not its agent.
+        self._agents: dict[str, str] = {}
 
     def _thread(self, request: Request) -> str:
         """The path's thread id, known to the adapter (else 404 ``unknown_thread``)."""
@@ -173,21 +179,52 @@ class _Api:
     # -- threads ---------------------------------------------------------------------
 
     async def create_thread(self, request: Request) -> Response:
-        body = await read_object(request, frozenset({"thread_id", "title", "resume"}))
+        body = await read_object(
+            request, frozenset({"thread_id", "title", "resume", "model", "agent"})
+        )
         thread_id = thread_id_value(body) or f"t_{secrets.token_hex(6)}"
         title = optional_str(body, "title")
         resume = resume_value(body)
-        if self._oc.has_session(thread_id) or thread_id in self._starting:
-            raise ApiError(409, "conflict", f"thread {thread_id!r} already exists")
+        self._check_free(thread_id)
+        model, agent = await checked_choices(self._oc, body)
+        self._check_free(thread_id)  # no await from here to the registration
         self._starting.add(thread_id)
         try:
-            info = await self._oc.start_session(thread_id, title=title, resume=resume)
+            info = await self._oc.start_session(thread_id, title=title, resume=resume, model=model)
         except adapter.InvalidInputError as exc:
             raise invalid("resume" if resume is not None else "thread_id", str(exc)) from None
         finally:
             self._starting.discard(thread_id)
+        if agent is not None:
+            self._agents[thread_id] = agent
         _log.info("web.thread_created", thread_id=thread_id, session_id=info.session_id)
         return JsonResponse(info.to_dict(), status_code=201)
+
+    def _check_free(self, thread_id: str) -> None:
+        if self._oc.has_session(thread_id) or thread_id in self._starting:
+            raise ApiError(409, "conflict", f"thread {thread_id!r} already exists")
+
+    async def fork(self, request: Request) -> Response:
+        """``fork_thread``: a new thread on OpenCode's fork of this one's root (its
+        directory, model, permission mode and agent); the source is untouched."""
+        source = self._thread(request)
+        body = await read_object(request, frozenset({"thread_id"}))
+        thread_id = thread_id_value(body) or f"t_{secrets.token_hex(6)}"
+        self._check_free(thread_id)
+        self._starting.add(thread_id)
+        try:
+            info = await self._oc.fork_thread(source, thread_id)
+        finally:
+            self._starting.discard(thread_id)
+        if source in self._agents:
+            self._agents[thread_id] = self._agents[source]
+        _log.info("web.thread_forked", thread_id=thread_id, source=source)
+        return JsonResponse(info.to_dict(), status_code=201)
+
+    async def inventory(self, request: Request) -> Response:
+        """What the server offers (models, agents, commands, skills, MCP, version); a
+        part that could not be read is empty and named in ``errors``."""
+        return JsonResponse((await self._oc.inventory()).to_dict())
 
     async def list_threads(self, request: Request) -> Response:
         return JsonResponse([info.to_dict() for info in self._oc.list_sessions()])
@@ -201,12 +238,35 @@ class _Api:
         thread_id = self._thread(request)
         body = await read_object(request, frozenset({"text", "model", "agent"}))
         text = required_str(body, "text")
-        model = model_value(body)
-        agent = optional_str(body, "agent")
+        model, agent = await checked_choices(self._oc, body)
+        agent = agent or self._agents.get(thread_id)
         try:
             turn = await self._oc.send_turn(thread_id, text, model=model, agent=agent)
         except adapter.InvalidInputError as exc:
             raise invalid(_field_named(str(exc), ("model", "agent"), "text"), str(exc)) from None
+        return JsonResponse({"turn_id": turn.turn_id}, status_code=202)
+
+    async def run_command(self, request: Request) -> Response:
+        """``run_command``: the server's slash command ``name`` as a new turn (202, as a
+        prompt); an unknown one is 422 naming the server's, one while a turn runs 409."""
+        thread_id = self._thread(request)
+        body = await read_object(request, frozenset({"name", "arguments", "model", "agent"}))
+        name = required_str(body, "name")
+        arguments = body.get("arguments", "")
+        if not isinstance(arguments, str):
+            raise invalid("arguments", "arguments must be a string")
+        model, agent = await checked_choices(self._oc, body)
+        busy = ApiError(409, "conflict", f"thread {thread_id!r} has a turn running: stop it first")
+        if self._oc.session_info(thread_id).active_turn_id is not None:
+            raise busy
+        try:
+            turn = await self._oc.run_command(
+                thread_id, name, arguments, model=model, agent=agent or self._agents.get(thread_id)
+            )
+        except adapter.InvalidInputError as exc:
+            if "has one running" in str(exc):  # a turn began while the inventory was read
+                raise busy from None
+            raise invalid("name", str(exc)) from None
         return JsonResponse({"turn_id": turn.turn_id}, status_code=202)
 
     async def stop(self, request: Request) -> Response:

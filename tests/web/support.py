@@ -32,6 +32,8 @@ THREAD_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/turns", {"text": "hi"}),
     ("POST", "/stop", None),
     ("POST", "/subagents/ses_child/stop", None),
+    ("POST", "/fork", {"thread_id": "f"}),
+    ("POST", "/commands", {"name": "init"}),
     ("GET", "/events", None),
     ("GET", "/tree", None),
     ("POST", "/requests/per_1", {"decision": "accept"}),

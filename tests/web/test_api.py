@@ -124,7 +124,7 @@ async def test_a_turn_is_accepted_and_runs(
     fake.script("hello", [Text("hello there")])
     root = (await client.post("/threads", json={"thread_id": "t"})).json()["session_id"]
     sent = await client.post(
-        "/threads/t/turns", json={"text": "hi [[script:hello]]", "model": "prov/mod-1"}
+        "/threads/t/turns", json={"text": "hi [[script:hello]]", "model": "fake/fake-model"}
     )
     assert sent.status_code == 202
     turn_id = sent.json()["turn_id"]
@@ -132,7 +132,7 @@ async def test_a_turn_is_accepted_and_runs(
     done = await rec.wait_for("turn.completed")
     assert done.turn_id == turn_id and done.state == "completed"
     [user] = [m for m in fake.sessions[root].messages if m.role == "user"]
-    assert user.to_json()["info"]["model"] == {"providerID": "prov", "modelID": "mod-1"}
+    assert user.to_json()["info"]["model"] == {"providerID": "fake", "modelID": "fake-model"}
 
 
 async def test_a_running_thread_shows_its_active_turn(

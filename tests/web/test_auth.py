@@ -57,6 +57,9 @@ async def test_every_api_route_needs_the_token(client: httpx.AsyncClient) -> Non
         ("POST", "/threads/t/turns"),
         ("POST", "/threads/t/stop"),
         ("POST", "/threads/t/subagents/ses_child/stop"),
+        ("POST", "/threads/t/fork"),
+        ("POST", "/threads/t/commands"),
+        ("GET", "/inventory"),
         ("GET", "/threads/t/events"),
         ("GET", "/threads/t/tree"),
         ("POST", "/threads/t/requests/per_1"),
@@ -118,6 +121,9 @@ async def test_only_the_event_stream_takes_the_token_in_the_query(
         ("POST", "/threads"),
         ("POST", "/threads/t/stop"),
         ("POST", "/threads/t/subagents/ses_child/stop"),
+        ("POST", "/threads/t/fork"),
+        ("POST", "/threads/t/commands"),
+        ("GET", "/inventory"),
     ],
 )
 async def test_the_query_token_is_refused_everywhere_but_a_get_of_the_events(
@@ -178,7 +184,8 @@ async def test_the_password_appears_in_no_body_and_no_log(
     assert info["resume"] and PASSWORD not in str(info)
     await call("GET", "/threads")
     await call("GET", "/threads/t")
-    await call("POST", "/threads/t/turns", {"text": "[[script:root]]", "model": "p/m"})
+    await call("GET", "/inventory")
+    await call("POST", "/threads/t/turns", {"text": "[[script:root]]", "model": "fake/fake-model"})
     opened = await rec.wait_for("request.opened")
     await call("POST", f"/threads/t/requests/{opened.request_id}", {"decision": "nope"})
     await call("POST", f"/threads/t/requests/{opened.request_id}", {"decision": "accept"})
@@ -197,7 +204,7 @@ async def test_the_password_appears_in_no_body_and_no_log(
     wrong = await client.get("/threads", headers=bearer(PASSWORD))
     bodies.append(wrong.text)
     assert wrong.status_code == 401
-    assert len(bodies) == 14 and all(PASSWORD not in b for b in bodies)
+    assert len(bodies) == 15 and all(PASSWORD not in b for b in bodies)
     assert any('"stop_failed"' in b for b in bodies) and any(
         '"opencode_error"' in b for b in bodies
     )
