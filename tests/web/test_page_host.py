@@ -20,6 +20,7 @@ from adapter.web import create_app
 from tests.adapter_support import Recorder
 from tests.test_stop_subagent import aborted, script_parallel
 from tests.web.browser_support import chromium, serving
+from tests.web.test_host_routes import bodies
 from tests.web.test_page import TURN_COMPLETED, open_page
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
@@ -131,4 +132,42 @@ async def test_the_meter_the_cost_and_the_plan_follow_the_turn(
         seen = await page.evaluate("() => window.costs")
         assert any(state == "running" and float(c) > 0 for state, c in seen), seen
         assert await page.evaluate("() => window.pwned") is None
+        assert not errors, errors
+
+
+async def test_the_pickers_come_from_the_inventory_and_a_slash_command_runs(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
+) -> None:
+    commands = bodies(fake, "/session/{id}/command")
+    prompts = bodies(fake, "/session/{id}/prompt_async")
+    fake.script("cmd", [Text("initialised")])
+    fake.script("hi", [Text("a plain prompt")])
+    await oc.start_session("tc")
+    async with serving(create_app(oc, ping=0)) as url:
+        page, errors = await open_page(browser, f"{url}?thread=tc")
+        models = await page.eval_on_selector_all(
+            "#model-select option", "options => options.map(o => o.value)"
+        )
+        assert models == ["", "fake/fake-model"]
+        agents = await page.eval_on_selector_all(
+            "#agent-select option", "options => options.map(o => o.value)"
+        )
+        assert {"build", "plan"} <= set(agents) and "explore" not in agents
+        await page.select_option("#agent-select", "plan")
+        await page.fill("#prompt", "/in")
+        await page.dispatch_event("#prompt", "input")
+        await page.wait_for_selector('#commands-hint [data-command="init"]')
+        assert await page.locator('#commands-hint [data-command="review"]').count() == 0
+        await page.fill("#prompt", "/init [[script:cmd]]")
+        await page.click("#send")
+        await page.wait_for_selector("text=initialised")
+        await page.wait_for_function(TURN_COMPLETED)
+        assert [(c["command"], c["arguments"], c.get("agent")) for c in commands] == [
+            ("init", "[[script:cmd]]", "plan")
+        ]
+        # A path is no command: it is sent as a prompt.
+        await page.fill("#prompt", "/etc/hosts is wrong [[script:hi]]")
+        await page.click("#send")
+        await page.wait_for_selector("text=a plain prompt")
+        assert len(commands) == 1 and len(prompts) == 1 and prompts[0]["agent"] == "plan"
         assert not errors, errors
