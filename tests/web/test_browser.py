@@ -219,3 +219,64 @@ async def _run(
     shot = os.environ.get("WEB_STOP_SCREENSHOT")
     if shot:
         await page.screenshot(path=shot, full_page=True)
+
+
+async def test_one_subagent_is_stopped_from_its_row_and_the_turn_completes(
+    served: tuple[str, OpenCodeAdapter], model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """Two parallel subagents; the page's Stop on ``alpha``'s row (its model call hangs)
+    stops it alone: ``beta`` (streaming for about 4 s) and the root go on, and the turn
+    completes with the root's answer, the meter at the scripted model's 128,000. With
+    ``WEB_SUBAGENT_SCREENSHOT=docs/img/web-subagent-stop.png`` the page is saved there."""
+    url, _ = served
+    name = f"rows-{os.getpid()}-{time.monotonic_ns() % 10**8}"
+    model.script(f"{name}-a", [Hang(text_before="alpha is digging")])
+    model.script(f"{name}-b", [Text("beta " * 40, chunk_size=5, delay=0.1)])
+    plan = [
+        {"content": "ask alpha and beta", "status": "in_progress", "priority": "high"},
+        {"content": "sum up", "status": "pending", "priority": "medium"},
+    ]
+    model.script(
+        name,
+        [
+            ToolCalls([ToolCall("todowrite", {"todos": plan})]),
+            ToolCalls([task_call("alpha", f"{name}-a"), task_call("beta", f"{name}-b")]),
+            Text("the root's answer"),
+        ],
+    )
+    async with chromium() as browser:
+        page = await browser.new_page(viewport={"width": 1100, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda message: errors.extend(blocked(message)))
+        try:
+            await page.goto(url)
+            await page.wait_for_selector("body[data-ready=true]")
+            await page.click("#new-thread")
+            await page.wait_for_function("() => document.getElementById('thread-id').textContent")
+            await page.fill("#prompt", "Ask both. " + script_marker(name))
+            await page.click("#send")
+            alpha = '#subagents li[data-description="alpha"]'
+            beta = '#subagents li[data-description="beta"]'
+            await page.wait_for_selector(f'{alpha}[data-state="running"]', timeout=60_000)
+            await page.wait_for_selector(f'{beta}[data-state="running"]', timeout=60_000)
+            await model.wait_for_async(
+                lambda reqs: any(r.script == f"{name}-a" and r.open for r in reqs), timeout=60
+            )
+            await page.click(f"{alpha} button")
+            await page.wait_for_selector(f'{alpha}[data-state="stopped"]', timeout=30_000)
+            assert await page.get_attribute(beta, "data-state") in ("running", "completed")
+            turn_done = "() => document.getElementById('turn-state').textContent === 'completed'"
+            await page.wait_for_function(turn_done, timeout=60_000)
+            assert await page.get_attribute(beta, "data-state") == "completed"
+            assert await page.get_attribute(alpha, "data-state") == "stopped"
+            assert "the root's answer" in await page.locator("#transcript").inner_text()
+            assert "/ 128,000" in (await page.text_content("#context-meter") or "")
+            assert await page.locator("#plan li").count() == 2
+            assert not errors, errors
+            shot = os.environ.get("WEB_SUBAGENT_SCREENSHOT")
+            if shot:
+                await page.screenshot(path=shot, full_page=True)
+        except BaseException:
+            await page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
