@@ -26,6 +26,7 @@ there (that is how the screenshot in ``docs/web.md`` is made).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import time
@@ -72,6 +73,22 @@ async def served(opencode: RealOpenCodeServer) -> AsyncIterator[tuple[str, OpenC
         yield f"{url}#token={token}", oc
 
 
+@contextlib.asynccontextmanager
+async def watched_page(width: int, tmp_path: Path) -> AsyncIterator[tuple[Page, list[str]]]:
+    """A page of a fresh Chromium and the errors it reports (script errors, anything the
+    Content Security Policy blocked); a failure saves ``failure.png`` in ``tmp_path``."""
+    async with chromium() as browser:
+        page = await browser.new_page(viewport={"width": width, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda message: errors.extend(blocked(message)))
+        try:
+            yield page, errors
+        except BaseException:
+            await page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+
+
 async def _server_tree(client: OpenCodeClient, root: str) -> list[str]:
     sessions = [root]
     for sid in sessions:
@@ -109,16 +126,8 @@ async def test_stop_in_the_browser_stops_the_tree_and_keeps_what_finished(
         ],
     )
 
-    async with chromium() as browser:
-        page = await browser.new_page(viewport={"width": 1000, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda message: errors.extend(blocked(message)))
-        try:
-            await _run(page, url, oc, opencode, model, name, leaf, errors)
-        except BaseException:
-            await page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            raise
+    async with watched_page(1000, tmp_path) as (page, errors):
+        await _run(page, url, oc, opencode, model, name, leaf, errors)
 
 
 async def _run(
@@ -244,39 +253,31 @@ async def test_one_subagent_is_stopped_from_its_row_and_the_turn_completes(
             Text("the root's answer"),
         ],
     )
-    async with chromium() as browser:
-        page = await browser.new_page(viewport={"width": 1100, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda message: errors.extend(blocked(message)))
-        try:
-            await page.goto(url)
-            await page.wait_for_selector("body[data-ready=true]")
-            await page.click("#new-thread")
-            await page.wait_for_function("() => document.getElementById('thread-id').textContent")
-            await page.fill("#prompt", "Ask both. " + script_marker(name))
-            await page.click("#send")
-            alpha = '#subagents li[data-description="alpha"]'
-            beta = '#subagents li[data-description="beta"]'
-            await page.wait_for_selector(f'{alpha}[data-state="running"]', timeout=60_000)
-            await page.wait_for_selector(f'{beta}[data-state="running"]', timeout=60_000)
-            await model.wait_for_async(
-                lambda reqs: any(r.script == f"{name}-a" and r.open for r in reqs), timeout=60
-            )
-            await page.click(f"{alpha} button")
-            await page.wait_for_selector(f'{alpha}[data-state="stopped"]', timeout=30_000)
-            assert await page.get_attribute(beta, "data-state") in ("running", "completed")
-            turn_done = "() => document.getElementById('turn-state').textContent === 'completed'"
-            await page.wait_for_function(turn_done, timeout=60_000)
-            assert await page.get_attribute(beta, "data-state") == "completed"
-            assert await page.get_attribute(alpha, "data-state") == "stopped"
-            assert "the root's answer" in await page.locator("#transcript").inner_text()
-            assert "/ 128,000" in (await page.text_content("#context-meter") or "")
-            assert await page.locator("#plan li").count() == 2
-            assert not errors, errors
-            shot = os.environ.get("WEB_SUBAGENT_SCREENSHOT")
-            if shot:
-                await page.screenshot(path=shot, full_page=True)
-        except BaseException:
-            await page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            raise
+    async with watched_page(1100, tmp_path) as (page, errors):
+        await page.goto(url)
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.click("#new-thread")
+        await page.wait_for_function("() => document.getElementById('thread-id').textContent")
+        await page.fill("#prompt", "Ask both. " + script_marker(name))
+        await page.click("#send")
+        alpha = '#subagents li[data-description="alpha"]'
+        beta = '#subagents li[data-description="beta"]'
+        await page.wait_for_selector(f'{alpha}[data-state="running"]', timeout=60_000)
+        await page.wait_for_selector(f'{beta}[data-state="running"]', timeout=60_000)
+        await model.wait_for_async(
+            lambda reqs: any(r.script == f"{name}-a" and r.open for r in reqs), timeout=60
+        )
+        await page.click(f"{alpha} button")
+        await page.wait_for_selector(f'{alpha}[data-state="stopped"]', timeout=30_000)
+        assert await page.get_attribute(beta, "data-state") in ("running", "completed")
+        turn_done = "() => document.getElementById('turn-state').textContent === 'completed'"
+        await page.wait_for_function(turn_done, timeout=60_000)
+        assert await page.get_attribute(beta, "data-state") == "completed"
+        assert await page.get_attribute(alpha, "data-state") == "stopped"
+        assert "the root's answer" in await page.locator("#transcript").inner_text()
+        assert "/ 128,000" in (await page.text_content("#context-meter") or "")
+        assert await page.locator("#plan li").count() == 2
+        assert not errors, errors
+        shot = os.environ.get("WEB_SUBAGENT_SCREENSHOT")
+        if shot:
+            await page.screenshot(path=shot, full_page=True)
