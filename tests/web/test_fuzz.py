@@ -119,15 +119,21 @@ def segment(value: str) -> str:
     return quote(value.encode("utf-8", "surrogatepass"), safe="-_.!~*'()")
 
 
+THREAD_SUFFIXES = ["", "/turns", "/stop", "/events", "/tree", "/requests/per_1", "/x"]
+THREAD_SUFFIXES += ["/fork", "/commands", "/subagents/ses_child/stop"]
+OTHER_PATHS = ["/", "/static/app.js", "/static/host.js", "/static/../pyproject.toml", "/threads/"]
+OTHER_PATHS += ["//", "/inventory"]
+
 paths = st.one_of(
     st.just("/threads"),
     st.builds(
         lambda thread_id, rest: f"/threads/{segment(thread_id)}{rest}",
         ids,
-        st.sampled_from(["", "/turns", "/stop", "/events", "/tree", "/requests/per_1", "/x"]),
+        st.sampled_from(THREAD_SUFFIXES),
     ),
     st.builds(lambda rid: f"/threads/{THREAD}/requests/{segment(rid)}", texts.filter(bool)),
-    st.sampled_from(["/", "/static/app.js", "/static/../pyproject.toml", "/threads/", "//"]),
+    st.builds(lambda sid: f"/threads/{THREAD}/subagents/{segment(sid)}/stop", texts),
+    st.sampled_from(OTHER_PATHS),
     st.builds(lambda p: "/" + "/".join(segment(s) for s in p), st.lists(texts, max_size=4)),
 )
 queries = st.one_of(
@@ -152,7 +158,18 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
     max_leaves=12,
 )
-FIELDS = ["thread_id", "title", "resume", "text", "model", "agent", "decision", "answers"]
+FIELDS = [
+    "thread_id",
+    "title",
+    "resume",
+    "text",
+    "model",
+    "agent",
+    "decision",
+    "answers",
+    "name",
+    "arguments",
+]
 FIELDS += ["reject"]
 
 
