@@ -171,3 +171,26 @@ async def test_the_pickers_come_from_the_inventory_and_a_slash_command_runs(
         await page.wait_for_selector("text=a plain prompt")
         assert len(commands) == 1 and len(prompts) == 1 and prompts[0]["agent"] == "plan"
         assert not errors, errors
+
+
+async def test_fork_opens_a_new_thread_on_the_fork_and_the_source_stays(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
+) -> None:
+    fake.script("hi", [Text("the first answer")])
+    source = await oc.start_session("tf")
+    async with serving(create_app(oc, ping=0)) as url:
+        page, errors = await open_page(browser, f"{url}?thread=tf")
+        await page.fill("#prompt", "[[script:hi]]")
+        await page.click("#send")
+        await page.wait_for_function(TURN_COMPLETED)
+        await page.click("#fork-thread")
+        await page.wait_for_function(
+            "() => document.getElementById('thread-id').textContent.startsWith('t_')"
+        )
+        forked = await page.text_content("#thread-id")
+        assert forked and "?thread=t_" in page.url
+        info = oc.session_info(forked)
+        assert info.session_id != source.session_id
+        assert oc.session_info("tf").session_id == source.session_id
+        assert await page.locator(f'#thread-select option[value="{forked}"]').count() == 1
+        assert not errors, errors

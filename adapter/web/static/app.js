@@ -122,7 +122,7 @@
   };
 
   // Per-subagent Stop, meter and cost, plan, pickers and commands (static/host.js).
-  const host = window.opencodeTreeHost({ $, el, api, state, showError });
+  const host = window.opencodeTreeHost({ $, el, api, state });
 
   function setStatus(threadStatus) {
     if (threadStatus) $("thread-status").textContent = threadStatus;
@@ -708,6 +708,9 @@
     $("stop").addEventListener("click", stop);
     $("prompt-form").addEventListener("submit", send);
     $("new-thread").addEventListener("click", () => newThread().catch((e) => showError(e.message)));
+    $("fork-thread").addEventListener("click", () =>
+      host.fork().then(openThread).catch((e) => showError(`Fork failed: ${e.message}`)),
+    );
     $("thread-select").addEventListener("change", (e) => {
       if (e.target.value) openThread(e.target.value).catch((err) => showError(err.message));
     });

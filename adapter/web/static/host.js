@@ -8,7 +8,7 @@
 // textContent (a todo or a description such as "<img onerror=...>" stays text).
 "use strict";
 
-window.opencodeTreeHost = function ({ $, el, api, state, showError }) {
+window.opencodeTreeHost = function ({ $, el, api, state }) {
   const rows = new Map(); // subagent session_id -> its row in #subagents
   let inventory = null; // GET /inventory's answer, once read
 
@@ -224,6 +224,13 @@ window.opencodeTreeHost = function ({ $, el, api, state, showError }) {
     }
   }
 
+  // POST /threads/<id>/fork: a new thread on OpenCode's fork of this one; its id.
+  async function fork() {
+    if (!state.threadId) throw new Error("open a thread to fork it");
+    const info = await api("POST", threadPath("/fork"), {});
+    return info.thread_id;
+  }
+
   $("prompt").addEventListener("input", hint);
 
   return {
@@ -237,6 +244,6 @@ window.opencodeTreeHost = function ({ $, el, api, state, showError }) {
     choices,
     command,
     threadPath,
-    showError,
+    fork,
   };
 };
