@@ -20,10 +20,18 @@ import acp
 from adapter import OpenCodeAdapter
 
 from ._agent import OpenCodeTreeAgent
+from ._extensions import STOP_SUBAGENT
 from ._inbound import MAX_DEPTH, MAX_LINE_BYTES, MAX_VALUES
 from ._transport import CHUNK_BYTES, CheckedTransport
 
-__all__ = ["MAX_DEPTH", "MAX_LINE_BYTES", "MAX_VALUES", "OpenCodeTreeAgent", "run_acp"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_LINE_BYTES",
+    "MAX_VALUES",
+    "STOP_SUBAGENT",
+    "OpenCodeTreeAgent",
+    "run_acp",
+]
 
 
 async def run_acp(

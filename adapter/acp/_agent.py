@@ -75,6 +75,7 @@ from adapter import (
     RuntimeErrorEvent,
     SessionExited,
     StreamGap,
+    TaskStarted,
     TreeStopError,
     TurnAborted,
     TurnCompleted,
@@ -87,6 +88,7 @@ from adapter import (
 )
 from adapter._logging import get_logger
 
+from ._extensions import EXTENSIONS_META, STOP_SUBAGENT, invalid, parse_stop_target, stop_answer
 from ._outbound import WellFormedClient
 from ._requests import (
     PERMISSION_OPTIONS,
@@ -214,6 +216,7 @@ class OpenCodeTreeAgent:
             agent_info=Implementation(
                 name="opencode-tree", title="OpenCode (whole-tree stop)", version=__version__
             ),
+            field_meta=EXTENSIONS_META,
         )
 
     async def new_session(
@@ -433,6 +436,37 @@ class OpenCodeTreeAgent:
         for update in updates:
             await self._send(session, current, update)
 
+    # -- extensions ----------------------------------------------------------------------
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == STOP_SUBAGENT[1:]:
+            return await self._stop_subagent(params)
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def _stop_subagent(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Stop one subagent of a session's tree (:mod:`adapter.acp._extensions`); the
+        prompt goes on."""
+        target = parse_stop_target(params)
+        session = self._sessions.get(target.session_id)
+        if session is None:
+            raise invalid("unknown session", sessionId=target.session_id)
+        child = target.subagent_session_id
+        if target.tool_call_id is not None:
+            child = session.mapper.task_child(target.tool_call_id)
+            if child is None:
+                raise invalid(
+                    "toolCallId names no task call with a subagent in this session",
+                    toolCallId=target.tool_call_id,
+                )
+        assert child is not None
+        try:
+            report = await self._adapter.stop_subagent(session.thread_id, child)
+        except InvalidInputError as exc:
+            raise invalid(str(exc), subagentSessionId=child) from exc
+        except OpenCodeError as exc:
+            raise _error(f"the stop failed: {exc}", subagentSessionId=child) from exc
+        return stop_answer(report)
+
     # -- forwarding ----------------------------------------------------------------------
 
     async def _send(self, session: _Session, current: _Prompt, update: SessionUpdate) -> None:
@@ -484,6 +518,8 @@ class OpenCodeTreeAgent:
             elif current is not None and current.turn_id is None:
                 session.error_names[event.turn_id] = event.error_name
             return
+        if isinstance(event, TaskStarted):
+            session.mapper.note_task(event)  # also outside a prompt: a background child
         if isinstance(event, RequestResolved | UserInputResolved):
             ask = session.asks.pop(event.request_id, None)
             if ask is not None and ask.waiting_client:

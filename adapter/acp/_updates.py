@@ -49,8 +49,10 @@ from acp.schema import (
     ToolCallStart,
     ToolCallStatus,
     ToolKind,
+    UsageUpdate,
     UserMessageChunk,
 )
+from acp.schema import Cost as AcpCost
 
 from adapter import (
     AnyEvent,
@@ -62,6 +64,8 @@ from adapter import (
     ItemUpdated,
     Message,
     PartialResult,
+    TaskStarted,
+    TurnUsageUpdated,
 )
 
 __all__ = ["SessionUpdate", "UpdateMapper", "history_updates", "raw_text", "tool_kind"]
@@ -73,6 +77,7 @@ SessionUpdate: TypeAlias = (
     | ToolCallStart
     | ToolCallProgress
     | UserMessageChunk
+    | UsageUpdate
 )
 
 _KINDS: dict[str, ToolKind] = {
@@ -163,6 +168,22 @@ def plan_from_todos(todos: object) -> AgentPlanUpdate | None:
     return update_plan(entries)
 
 
+def usage_update(event: TurnUsageUpdated) -> UsageUpdate | None:
+    """``turn.usage`` as ACP's ``usage_update``: the root's context used and its size (the
+    context meter), and the cost of the whole tree, subagents included (``opencode acp``
+    sends the root's only). ``None`` while the meter has no figure (no root step ended, or
+    the model's context size is unknown): ACP's ``size`` is required."""
+    usage = event.usage
+    if usage is None or usage.context_tokens is None or not usage.context_limit:
+        return None
+    return UsageUpdate(
+        session_update="usage_update",
+        used=max(0, usage.context_tokens),
+        size=usage.context_limit,
+        cost=AcpCost(amount=usage.cost, currency="USD"),
+    )
+
+
 def raw_text(raw: object, *path: str) -> str | None:
     """The non-empty string at ``path`` in a native event's JSON (``None`` when a step
     of the path is absent or not an object, or the value is not such a string)."""
@@ -199,6 +220,9 @@ class UpdateMapper:
     _parents: dict[str, str] = field(default_factory=dict)
     _titles: dict[str, str] = field(default_factory=dict)
     _spawner: dict[str, str] = field(default_factory=dict)  # child session -> task call id
+    _task_children: dict[str, str] = field(
+        default_factory=dict
+    )  # task call id -> child (task.started)
     #: The root's answer text sent in the current turn (to send only what a stop kept).
     sent_text: str = ""
 
@@ -212,6 +236,22 @@ class UpdateMapper:
 
     def known_call(self, call_id: str) -> bool:
         return call_id in self._calls
+
+    def note_task(self, event: TaskStarted) -> None:
+        """Remember which subagent a ``task`` call spawned (``task.started`` says it for
+        sure), for a client that names the subagent by the call it was shown."""
+        if event.item_id is not None:
+            self._task_children[self.call_id(event.parent_session_id, event.item_id)] = (
+                event.session_id
+            )
+
+    def task_child(self, call_id: str) -> str | None:
+        """The subagent session the ``task`` call ``call_id`` spawned, if known."""
+        child = self._task_children.get(call_id)
+        if child is not None:
+            return child
+        call = self._calls.get(call_id)
+        return call.child_session if call is not None and call.tool == "task" else None
 
     def label(self, session_id: str) -> str:
         """The subagent path of a session, for titles (``""`` for the root)."""
@@ -250,6 +290,9 @@ class UpdateMapper:
             return [update_agent_message_text(event.delta)]
         if isinstance(event, ChildStarted):
             return self._child(event)
+        if isinstance(event, TurnUsageUpdated):
+            usage = usage_update(event)
+            return [usage] if usage is not None else []
         if isinstance(event, ItemStarted | ItemUpdated | ItemCompleted):
             return self._item(event)
         return []
