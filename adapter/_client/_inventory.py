@@ -68,6 +68,8 @@ class AgentInfo:
     name: str
     mode: AgentMode
     description: str | None
+    hidden: bool = False
+    """OpenCode's own agents that no user picks (``compaction``, ``summary``, ``title``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +193,12 @@ def _model(provider_id: str, model_id: str, model: Mapping[str, Any]) -> ModelIn
 def parse_agents(data: object) -> tuple[AgentInfo, ...]:
     """``GET /agent`` -> ``[{name, mode, description?, ...}]``; an unknown mode is skipped."""
     return tuple(
-        AgentInfo(e["name"], cast(AgentMode, e["mode"]), _text(e, "description"))
+        AgentInfo(
+            e["name"],
+            cast(AgentMode, e["mode"]),
+            _text(e, "description"),
+            hidden=e.get("hidden") is True,
+        )
         for e in _entries(data, "agents")
         if e.get("mode") in _AGENT_MODES
     )

@@ -29,35 +29,29 @@ client call cancelled on our side, and a late answer is ignored.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import os
 import traceback
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError
-from acp.helpers import update_agent_message_text
+from acp.helpers import update_agent_message_text, update_available_commands, update_current_mode
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
-    AudioContentBlock,
-    BlobResourceContents,
-    EmbeddedResourceContentBlock,
-    ImageContentBlock,
+    ConfigOptionUpdate,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
     ResumeSessionResponse,
     SessionCapabilities,
     SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     StopReason,
     TextContentBlock,
 )
@@ -69,6 +63,7 @@ from adapter import (
     OpenCodeAdapter,
     OpenCodeError,
     PartialResult,
+    PermissionPreset,
     PromptPart,
     RequestOpened,
     RequestResolved,
@@ -82,14 +77,13 @@ from adapter import (
     UserInputRequested,
     UserInputResolved,
     __version__,
-    file_part,
-    image_part,
-    text_part,
 )
 from adapter._logging import get_logger
 
+from ._choices import AGENT, DEFAULT, PERMISSION_MODE, Choices, choices_from
 from ._extensions import EXTENSIONS_META, STOP_SUBAGENT, invalid, parse_stop_target, stop_answer
 from ._outbound import WellFormedClient
+from ._prompt_input import ContentBlock, check_cwd, prompt_parts
 from ._requests import (
     PERMISSION_OPTIONS,
     answer_for,
@@ -105,13 +99,6 @@ __all__ = ["OpenCodeTreeAgent"]
 
 _log = get_logger("adapter.acp")
 
-ContentBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
 
 #: How long a cancel waits for the reader to forward the stopped turn's last events.
 DRAIN_TIMEOUT = 5.0
@@ -156,6 +143,7 @@ class _Session:
     thread_id: str
     cwd: str
     mapper: UpdateMapper
+    choices: Choices
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     prompt: _Prompt | None = None
     reader: asyncio.Task[None] | None = None
@@ -173,6 +161,7 @@ class OpenCodeTreeAgent:
         self._adapter = adapter
         self._conn: WellFormedClient | None = None
         self._sessions: dict[str, _Session] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     def on_connect(self, conn: Client) -> None:
         # Every update and request goes out through it: server text made well formed.
@@ -226,16 +215,33 @@ class OpenCodeTreeAgent:
         mcp_servers: list[Any] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        _check_cwd(cwd)
+        check_cwd(cwd)
         if mcp_servers:
             _log.warning("acp.mcp_servers_ignored", count=len(mcp_servers))
         thread_id = f"acp-{uuid.uuid4().hex[:12]}"
         try:
+            choices = await self._choices(cwd)
             info = await self._adapter.start_session(thread_id, directory=cwd)
         except OpenCodeError as exc:
             raise _error(f"could not start an OpenCode session: {exc}") from exc
-        self._open(info.session_id, thread_id, cwd)
-        return NewSessionResponse(session_id=info.session_id)
+        self._announce_after_answer(self._open(info.session_id, thread_id, cwd, choices))
+        return NewSessionResponse(
+            session_id=info.session_id,
+            config_options=choices.config_options(),  # type: ignore[arg-type]
+            modes=choices.modes(),
+        )
+
+    async def _choices(self, cwd: str) -> Choices:
+        return choices_from(await self._adapter.inventory(directory=cwd))
+
+    async def _announce_commands(self, session: _Session) -> None:
+        """``available_commands_update``, sent once the session's answer is out (the
+        transport writes in order, and this task starts after the answer's write)."""
+        commands = session.choices.available_commands()
+        with contextlib.suppress(Exception):
+            await self._client.session_update(
+                session_id=session.session_id, update=update_available_commands(commands)
+            )
 
     async def load_session(
         self,
@@ -254,7 +260,11 @@ class OpenCodeTreeAgent:
             raise _error(f"could not read session {session_id}: {exc}") from exc
         for update in history_updates(history.messages):
             await self._client.session_update(session_id=session_id, update=update)
-        return LoadSessionResponse()
+        self._announce_after_answer(session)
+        return LoadSessionResponse(
+            config_options=session.choices.config_options(),  # type: ignore[arg-type]
+            modes=session.choices.modes(),
+        )
 
     async def resume_session(
         self,
@@ -265,11 +275,15 @@ class OpenCodeTreeAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         """Bind the session without replaying it (the client kept the conversation)."""
-        await self._bind(cwd, session_id)
-        return ResumeSessionResponse()
+        session = await self._bind(cwd, session_id)
+        self._announce_after_answer(session)
+        return ResumeSessionResponse(
+            config_options=session.choices.config_options(),  # type: ignore[arg-type]
+            modes=session.choices.modes(),
+        )
 
     async def _bind(self, cwd: str, session_id: str) -> _Session:
-        _check_cwd(cwd)
+        check_cwd(cwd)
         if not session_id.startswith("ses"):
             raise _error(
                 f"not an OpenCode session id: {session_id!r:.80}", -32602, sessionId=session_id
@@ -285,6 +299,7 @@ class OpenCodeTreeAgent:
         thread_id = f"acp-{session_id}-{uuid.uuid4().hex[:6]}"
         resume = {"schema": 1, "session_id": session_id}
         try:
+            choices = await self._choices(cwd)
             info = await self._adapter.start_session(thread_id, directory=cwd, resume=resume)
         except OpenCodeError as exc:
             raise _error(f"could not load session {session_id}: {exc}") from exc
@@ -293,10 +308,10 @@ class OpenCodeTreeAgent:
             with contextlib.suppress(OpenCodeError):
                 await self._adapter.stop_session(thread_id)
             raise RequestError(-32002, f"session {session_id} not found", {"sessionId": session_id})
-        return self._open(session_id, thread_id, cwd)
+        return self._open(session_id, thread_id, cwd, choices)
 
-    def _open(self, session_id: str, thread_id: str, cwd: str) -> _Session:
-        session = _Session(session_id, thread_id, cwd, UpdateMapper(session_id))
+    def _open(self, session_id: str, thread_id: str, cwd: str, choices: Choices) -> _Session:
+        session = _Session(session_id, thread_id, cwd, UpdateMapper(session_id), choices)
         # Subscribed now, synchronously: no event of the thread is missed.
         stream = self._adapter.events(thread_id)
         session.reader = asyncio.create_task(
@@ -304,6 +319,49 @@ class OpenCodeTreeAgent:
         )
         self._sessions[session_id] = session
         return session
+
+    def _announce_after_answer(self, session: _Session) -> None:
+        announce = asyncio.create_task(self._announce_commands(session))
+        self._background.add(announce)
+        announce.add_done_callback(self._background.discard)
+
+    # -- modes and config options ------------------------------------------------------
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
+        """A mode is a primary agent: the agent of the session's next prompts."""
+        session = self._session(session_id)
+        session.choices.set(AGENT, session.choices.check(AGENT, mode_id))
+        await self._client.session_update(
+            session_id=session_id,
+            update=ConfigOptionUpdate(
+                session_update="config_option_update",
+                config_options=session.choices.config_options(),  # type: ignore[arg-type]
+            ),
+        )
+        return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = self._session(session_id)
+        chosen = session.choices.check(config_id, value)
+        if config_id == PERMISSION_MODE and chosen != DEFAULT:
+            try:
+                await self._adapter.set_permissions(
+                    session.thread_id, cast(PermissionPreset, chosen)
+                )
+            except OpenCodeError as exc:
+                raise _error(f"could not set the permission mode: {exc}") from exc
+        session.choices.set(config_id, chosen)
+        if config_id == AGENT:
+            await self._client.session_update(
+                session_id=session_id, update=update_current_mode(chosen)
+            )
+        return SetSessionConfigOptionResponse(
+            config_options=session.choices.config_options()  # type: ignore[arg-type]
+        )
 
     def _session(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
@@ -321,7 +379,7 @@ class OpenCodeTreeAgent:
         self, prompt: list[ContentBlock], session_id: str, **kwargs: Any
     ) -> PromptResponse:
         session = self._session(session_id)
-        parts = _prompt_parts(prompt)
+        parts = prompt_parts(prompt)
         if session.exited is not None:
             raise _error(f"session {session_id} has ended: {session.exited}")
         if session.prompt is not None:
@@ -336,7 +394,7 @@ class OpenCodeTreeAgent:
         session.mapper.new_turn()
         try:
             try:
-                start = await self._adapter.send_turn(session.thread_id, parts)
+                start = await self._start_turn(session, prompt, parts)
             except InvalidInputError as exc:
                 raise _error(str(exc), -32602) from exc
             except OpenCodeError as exc:
@@ -365,6 +423,25 @@ class OpenCodeTreeAgent:
             async with session.lock:
                 current.open = False
             session.prompt = None
+
+    async def _start_turn(
+        self, session: _Session, blocks: list[ContentBlock], parts: list[PromptPart | str]
+    ) -> Any:
+        """A prompt that is ``/name args`` of a known command runs it; else the prompt is
+        sent; with the session's chosen model and agent either way."""
+        choices = session.choices
+        text = (
+            blocks[0].text if len(blocks) == 1 and isinstance(blocks[0], TextContentBlock) else ""
+        )
+        command = choices.command_of(text)
+        if command is not None:
+            name, arguments = command
+            return await self._adapter.run_command(
+                session.thread_id, name, arguments, model=choices.prompt_model, agent=choices.agent
+            )
+        return await self._adapter.send_turn(
+            session.thread_id, parts, model=choices.prompt_model, agent=choices.agent
+        )
 
     def _turn_ended(self, prompt: _Prompt, event: TurnCompleted | TurnAborted) -> None:
         prompt.ended.set()
@@ -635,47 +712,3 @@ def _retrieve(task: asyncio.Task[None]) -> None:
     exc = task.exception()
     if exc is not None:
         _log.warning("acp.ask_failed", error=repr(exc))
-
-
-def _check_cwd(cwd: str) -> None:
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        raise RequestError(-32602, f"cwd must be an absolute path, got {cwd!r:.80}", {"cwd": cwd})
-
-
-def _prompt_parts(blocks: Sequence[ContentBlock]) -> list[PromptPart | str]:
-    """ACP content blocks as adapter prompt parts; a block OpenCode cannot take is a
-    JSON-RPC ``invalid params`` error naming it."""
-    parts: list[PromptPart | str] = []
-    try:
-        for i, block in enumerate(blocks):
-            if isinstance(block, TextContentBlock):
-                if block.text:
-                    parts.append(text_part(block.text))
-            elif isinstance(block, ResourceContentBlock):
-                parts.append(text_part(f"[{block.name}]({block.uri})"))
-            elif isinstance(block, ImageContentBlock):
-                parts.append(image_part(_b64(block.data, i), mime=block.mime_type))
-            elif isinstance(block, EmbeddedResourceContentBlock):
-                resource = block.resource
-                name = resource.uri.rsplit("/", 1)[-1] or resource.uri
-                if isinstance(resource, BlobResourceContents):
-                    data = _b64(resource.blob, i)
-                    mime = resource.mime_type or "application/octet-stream"
-                else:
-                    data = resource.text.encode()
-                    mime = "text/plain"
-                parts.append(file_part(data, mime=mime, filename=name))
-            else:
-                raise _error(f"prompt[{i}]: {block.type} content is not supported", -32602)
-    except InvalidInputError as exc:
-        raise _error(f"invalid prompt: {exc}", -32602) from exc
-    if not parts:
-        raise _error("the prompt is empty", -32602)
-    return parts
-
-
-def _b64(data: str, index: int) -> bytes:
-    try:
-        return base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise _error(f"prompt[{index}]: data is not base64", -32602) from exc

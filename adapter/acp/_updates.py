@@ -41,7 +41,10 @@ from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
     AgentThoughtChunk,
+    AvailableCommandsUpdate,
+    ConfigOptionUpdate,
     ContentToolCallContent,
+    CurrentModeUpdate,
     PlanEntry,
     PlanEntryPriority,
     PlanEntryStatus,
@@ -78,6 +81,9 @@ SessionUpdate: TypeAlias = (
     | ToolCallProgress
     | UserMessageChunk
     | UsageUpdate
+    | AvailableCommandsUpdate
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
 )
 
 _KINDS: dict[str, ToolKind] = {

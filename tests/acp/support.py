@@ -62,9 +62,20 @@ class Ask:
 class RecordingClient:
     updates: list[tuple[str, Any]] = field(default_factory=list)
     asks: asyncio.Queue[Ask] = field(default_factory=asyncio.Queue)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
+        self.arrived.set()
+
+    async def wait_for_update(self, session_id: str, kind: str) -> Any:
+        """The first update of ``kind`` for ``session_id``, once it arrived."""
+        while True:
+            for sid, update in self.updates:
+                if sid == session_id and update.session_update == kind:
+                    return update
+            self.arrived.clear()
+            await self.arrived.wait()
 
     async def request_permission(
         self,

@@ -377,12 +377,16 @@ class Agent:
         await self.process.stdin.drain()
 
     async def answer(self) -> dict[str, Any]:
+        """The next response (a session's ``session/update`` notifications, such as
+        ``available_commands_update`` after ``session/new``, are skipped)."""
         assert self.process.stdout is not None
-        async with asyncio.timeout(30):
-            line = await self.process.stdout.readline()
-        assert line.endswith(b"\n"), line
-        message: dict[str, Any] = json.loads(line.decode("utf-8"))
-        return message
+        while True:
+            async with asyncio.timeout(30):
+                line = await self.process.stdout.readline()
+            assert line.endswith(b"\n"), line
+            message: dict[str, Any] = json.loads(line.decode("utf-8"))
+            if message.get("method") != "session/update":
+                return message
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
