@@ -36,6 +36,7 @@ from ._client import OpenCodeClient
 from ._client._base_url import checked_base_url
 from ._client._inventory import ServerInventory, known_command
 from ._client._mcp import McpServerStatus
+from ._client._models import Session
 from ._client._native import NativeEvent
 from ._exceptions import (
     AdapterClosedError,
@@ -609,6 +610,13 @@ class OpenCodeAdapter(AsyncClosing):
         self._check_open()
         where = normalise_directory(directory) if directory is not None else self._directory
         return await self._core.client_for(where).inventory()
+
+    async def list_root_sessions(self, *, directory: str | None = None) -> list[Session]:
+        """The server's root sessions of ``directory`` (default: the adapter's), most
+        recently updated first: what a host offers to resume (``start_session(resume=)``)."""
+        self._check_open()
+        where = normalise_directory(directory) if directory is not None else self._directory
+        return await self._core.client_for(where).root_sessions(where)
 
     async def add_mcp_server(
         self, name: str, config: Mapping[str, Any], *, directory: str | None = None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import traceback
 import uuid
 from dataclasses import dataclass, field
@@ -40,15 +41,21 @@ from acp.helpers import update_agent_message_text, update_available_commands, up
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
+    CloseSessionResponse,
     ConfigOptionUpdate,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
+    SessionListCapabilities,
     SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
@@ -93,6 +100,7 @@ from ._requests import (
     question_tool_call,
     unanswerable,
 )
+from ._sessions import session_page
 from ._updates import SessionUpdate, UpdateMapper, history_updates
 
 __all__ = ["OpenCodeTreeAgent"]
@@ -200,7 +208,12 @@ class OpenCodeTreeAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
-                session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    resume=SessionResumeCapabilities(),
+                    list=SessionListCapabilities(),
+                    close=SessionCloseCapabilities(),
+                    fork=SessionForkCapabilities(),
+                ),
             ),
             agent_info=Implementation(
                 name="opencode-tree", title="OpenCode (whole-tree stop)", version=__version__
@@ -324,6 +337,62 @@ class OpenCodeTreeAgent:
         announce = asyncio.create_task(self._announce_commands(session))
         self._background.add(announce)
         announce.add_done_callback(self._background.discard)
+
+    # -- list, close, fork ---------------------------------------------------------------
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """The server's root sessions of ``cwd`` (default: the agent's directory), newest
+        first, paged (:mod:`adapter.acp._sessions`)."""
+        if cwd is not None:
+            check_cwd(cwd)
+        try:
+            found = await self._adapter.list_root_sessions(directory=cwd)
+        except OpenCodeError as exc:
+            raise _error(f"could not list the sessions: {exc}") from exc
+        return session_page(found, cwd or "", cursor)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """Stop the session's whole tree (a running prompt answers ``cancelled``) and
+        forget it; ``session/load`` binds it again."""
+        session = self._session(session_id)
+        if session.prompt is not None:
+            await self.cancel(session_id)
+        self._sessions.pop(session_id, None)
+        if session.reader is not None:
+            session.reader.cancel()
+        try:
+            await self._adapter.stop_session(session.thread_id)
+        except OpenCodeError as exc:
+            raise _error(f"could not stop session {session_id}: {exc}") from exc
+        return CloseSessionResponse()
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        """A new session on OpenCode's fork of this one (every turn), in the source's
+        directory, with its choices; the source goes on."""
+        check_cwd(cwd)
+        source = self._session(session_id)
+        thread_id = f"acp-{uuid.uuid4().hex[:12]}"
+        try:
+            info = await self._adapter.fork_thread(source.thread_id, thread_id)
+        except OpenCodeError as exc:
+            raise _error(f"could not fork session {session_id}: {exc}") from exc
+        choices = dataclasses.replace(source.choices)
+        session = self._open(info.session_id, thread_id, source.cwd, choices)
+        self._announce_after_answer(session)
+        return ForkSessionResponse(
+            session_id=info.session_id,
+            config_options=choices.config_options(),  # type: ignore[arg-type]
+            modes=choices.modes(),
+        )
 
     # -- modes and config options ------------------------------------------------------
 
