@@ -48,6 +48,7 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -89,6 +90,7 @@ from adapter._logging import get_logger
 
 from ._choices import AGENT, DEFAULT, PERMISSION_MODE, Choices, choices_from
 from ._extensions import EXTENSIONS_META, STOP_SUBAGENT, invalid, parse_stop_target, stop_answer
+from ._mcp_servers import add_mcp_servers
 from ._outbound import WellFormedClient
 from ._prompt_input import ContentBlock, check_cwd, prompt_parts
 from ._requests import (
@@ -214,6 +216,7 @@ class OpenCodeTreeAgent:
                     close=SessionCloseCapabilities(),
                     fork=SessionForkCapabilities(),
                 ),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
             ),
             agent_info=Implementation(
                 name="opencode-tree", title="OpenCode (whole-tree stop)", version=__version__
@@ -229,11 +232,10 @@ class OpenCodeTreeAgent:
         **kwargs: Any,
     ) -> NewSessionResponse:
         check_cwd(cwd)
-        if mcp_servers:
-            _log.warning("acp.mcp_servers_ignored", count=len(mcp_servers))
         thread_id = f"acp-{uuid.uuid4().hex[:12]}"
         try:
             choices = await self._choices(cwd)
+            await add_mcp_servers(self._adapter, mcp_servers or (), cwd)
             info = await self._adapter.start_session(thread_id, directory=cwd)
         except OpenCodeError as exc:
             raise _error(f"could not start an OpenCode session: {exc}") from exc
@@ -267,6 +269,7 @@ class OpenCodeTreeAgent:
         """Bind the session and replay its conversation before answering (ACP asks for the
         whole history as updates on load)."""
         session = await self._bind(cwd, session_id)
+        await add_mcp_servers(self._adapter, mcp_servers or (), cwd)
         try:
             history = await self._adapter.read_thread(session.thread_id)
         except OpenCodeError as exc:
@@ -289,6 +292,7 @@ class OpenCodeTreeAgent:
     ) -> ResumeSessionResponse:
         """Bind the session without replaying it (the client kept the conversation)."""
         session = await self._bind(cwd, session_id)
+        await add_mcp_servers(self._adapter, mcp_servers or (), cwd)
         self._announce_after_answer(session)
         return ResumeSessionResponse(
             config_options=session.choices.config_options(),  # type: ignore[arg-type]

@@ -17,6 +17,14 @@ from typing import Any
 import httpx
 import pytest
 from acp import RequestError, text_block
+from acp.schema import (
+    AcpMcpServer,
+    EnvVariable,
+    HttpHeader,
+    HttpMcpServer,
+    McpServerStdio,
+    SseMcpServer,
+)
 
 from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
@@ -193,3 +201,51 @@ async def test_a_slash_prompt_of_no_known_command_is_an_ordinary_prompt(
         session_id=sid, prompt=[text_block("/tmp/x is a path [[script:ok]]")]
     )
     assert commands == [] and sent[0]["parts"][0]["text"].startswith("/tmp/x")
+
+
+async def test_mcp_servers_of_session_new_are_added_to_opencode_in_the_cwd(
+    acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    await acp_client.conn.initialize(protocol_version=1)
+    init = await acp_client.conn.initialize(protocol_version=1)
+    mcp = init.agent_capabilities.mcp_capabilities
+    assert mcp is not None and (mcp.http, mcp.sse) == (True, True)
+    servers = [
+        McpServerStdio(
+            name="files",
+            command="/usr/bin/mcp-files",
+            args=["--root", "/tmp"],
+            env=[EnvVariable(name="TOKEN", value="t")],
+        ),
+        HttpMcpServer(
+            type="http",
+            name="web",
+            url="https://mcp.example/api",
+            headers=[HttpHeader(name="Authorization", value="Bearer x")],
+        ),
+        SseMcpServer(type="sse", name="events", url="https://mcp.example/sse", headers=[]),
+        AcpMcpServer(type="acp", name="inproc", server_id="s1"),
+    ]
+    await acp_client.conn.new_session(cwd="/tmp/project", mcp_servers=servers)
+    added = fake.inventory.added["/tmp/project"]
+    assert added["files"] == {
+        "type": "local",
+        "command": ["/usr/bin/mcp-files", "--root", "/tmp"],
+        "environment": {"TOKEN": "t"},
+    }
+    assert added["web"] == {
+        "type": "remote",
+        "url": "https://mcp.example/api",
+        "headers": {"Authorization": "Bearer x"},
+    }
+    assert added["events"] == {"type": "remote", "url": "https://mcp.example/sse"}
+    assert "inproc" not in added  # OpenCode has no ACP transport: logged, skipped
+
+
+async def test_an_mcp_server_opencode_refuses_does_not_fail_the_session(
+    acp_client: Harness, fake: FakeOpenCodeServer
+) -> None:
+    await acp_client.conn.initialize(protocol_version=1)
+    bad = McpServerStdio(name="x" * 300, command="", args=[], env=[])
+    response = await acp_client.conn.new_session(cwd="/tmp/project", mcp_servers=[bad])
+    assert response.session_id in fake.sessions
