@@ -170,3 +170,57 @@ async def test_a_prompt_sends_usage_updates_with_the_context_meter_and_the_tree_
     # The whole tree's cost (opencode acp sends the root's only).
     assert last.cost.amount == pytest.approx(usage.cost)
     assert usage.cost > usage.by_session[sid].cost > 0
+
+
+class TestBackgroundSubagents:
+    """OpenCode's background subagents (``background: true``; the fake learned them from
+    1.18.34): the root answers at once, the child works on, the root runs again on its
+    result. The prompt stays open as the adapter's turn does (phase ``background``)."""
+
+    @pytest.fixture
+    def fake_options(self) -> dict[str, Any]:
+        return {"background_subagents": True}
+
+    def script(self, fake: FakeOpenCodeServer, *child: Any) -> None:
+        fake.script("child", list(child))
+        fake.script("after", [Text(" and ran on the result")])
+        fake.script(
+            "root",
+            [Task("bg", "child", background=True, result_script="after"), Text("answered")],
+        )
+
+    async def test_the_childs_progress_and_the_roots_run_on_its_result_reach_the_prompt(
+        self, acp_client: Harness, fake: FakeOpenCodeServer
+    ) -> None:
+        self.script(fake, Tool("read", {"filePath": "/x"}, output="x"), Text("child done"))
+        sid = await acp_client.new_session()
+        response = await acp_client.conn.prompt(
+            session_id=sid, prompt=[text_block("go [[script:root]]")]
+        )
+        assert response.stop_reason == "end_turn"
+        assert acp_client.client.text() == "answered and ran on the result"
+        calls = {c.get("title"): c for c in acp_client.client.calls().values()}
+        assert calls["bg > read /x"]["status"] == "completed"
+        assert "- read /x [completed]" in calls["task bg"]["content"][0].content.text
+
+    async def test_stop_subagent_on_a_background_child_ends_the_prompt_end_turn(
+        self, acp_client: Harness, fake: FakeOpenCodeServer
+    ) -> None:
+        self.script(fake, Hang())
+        sid = await acp_client.new_session()
+        running = asyncio.create_task(
+            acp_client.conn.prompt(session_id=sid, prompt=[text_block("go [[script:root]]")])
+        )
+        await fake.wait_until(
+            lambda: any(s.parent_id == sid and s.busy for s in fake.sessions.values())
+        )
+        async with asyncio.timeout(5):
+            await acp_client.client.wait_for_update(sid, "agent_message_chunk")
+        [child] = [s.id for s in fake.sessions.values() if s.parent_id == sid]
+        assert not running.done(), "the prompt waits for its background child"
+        answer = await acp_client.conn.ext_method(
+            "opencode/stop_subagent", {"sessionId": sid, "subagentSessionId": child}
+        )
+        assert answer["stopped"] == [child]
+        assert (await asyncio.wait_for(running, 10)).stop_reason == "end_turn"
+        assert acp_client.client.text() == "answered"
