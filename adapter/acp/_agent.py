@@ -510,10 +510,14 @@ class OpenCodeTreeAgent:
         if command is not None:
             name, arguments = command
             return await self._adapter.run_command(
-                session.thread_id, name, arguments, model=choices.prompt_model, agent=choices.agent
+                session.thread_id,
+                name,
+                arguments,
+                model=choices.prompt_model,
+                agent=choices.prompt_agent,
             )
         return await self._adapter.send_turn(
-            session.thread_id, parts, model=choices.prompt_model, agent=choices.agent
+            session.thread_id, parts, model=choices.prompt_model, agent=choices.prompt_agent
         )
 
     def _turn_ended(self, prompt: _Prompt, event: TurnCompleted | TurnAborted) -> None:

@@ -69,11 +69,18 @@ class Choices:
     model: str = DEFAULT
     agent: str | None = None
     permission_mode: str = DEFAULT
+    agent_chosen: bool = False  # until then the server's default agent runs
 
     @property
     def prompt_model(self) -> str | None:
         """The model to name in a prompt (``None``: the server's default)."""
         return None if self.model == DEFAULT else self.model
+
+    @property
+    def prompt_agent(self) -> str | None:
+        """The agent to name in a prompt: the one the client chose, else ``None`` (the
+        server's ``default_agent``, which the inventory does not say; shown as ``build``)."""
+        return self.agent if self.agent_chosen else None
 
     def config_options(self) -> list[SessionConfigOptionSelect]:
         models = [SessionConfigSelectOption(value=DEFAULT, name="Default (server config)")]
@@ -162,6 +169,7 @@ class Choices:
             self.model = value
         elif config_id == AGENT:
             self.agent = value
+            self.agent_chosen = True
         else:
             self.permission_mode = value
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
 from typing import Any
 
 import acp
@@ -12,22 +11,11 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import PromptResponse
 
-from adapter import OpenCodeAdapter, Timeouts
+from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
 from tests.acp.support import Harness, connected
 from tests.adapter_support import Recorder, busy_branch
-
-
-@pytest.fixture
-def timeouts() -> Timeouts:
-    return Timeouts(connect=2.0, abort=2.0, tree=2.0)
-
-
-@pytest.fixture
-async def acp_client(oc: OpenCodeAdapter) -> AsyncIterator[Harness]:
-    async with connected(oc) as harness:
-        yield harness
 
 
 def prompt_task(h: Harness, sid: str, text: str) -> asyncio.Task[PromptResponse]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -29,16 +28,10 @@ from acp.schema import (
 from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Text
-from tests.acp.support import Harness, connected
+from tests.acp.support import Harness
 
 PROMPT = "/session/{id}/prompt_async"
 COMMAND = "/session/{id}/command"
-
-
-@pytest.fixture
-async def acp_client(oc: OpenCodeAdapter) -> AsyncIterator[Harness]:
-    async with connected(oc) as harness:
-        yield harness
 
 
 def bodies(fake: FakeOpenCodeServer, route: str) -> list[dict[str, Any]]:
@@ -201,6 +194,8 @@ async def test_a_slash_prompt_of_no_known_command_is_an_ordinary_prompt(
         session_id=sid, prompt=[text_block("/tmp/x is a path [[script:ok]]")]
     )
     assert commands == [] and sent[0]["parts"][0]["text"].startswith("/tmp/x")
+    # No agent chosen: none named, so the server's default_agent runs (as before).
+    assert "agent" not in sent[0] and "model" not in sent[0]
 
 
 async def test_mcp_servers_of_session_new_are_added_to_opencode_in_the_cwd(

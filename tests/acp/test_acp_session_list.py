@@ -5,27 +5,15 @@ titles and times, paged), ``session/close`` (the tree stopped) and ``session/for
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from acp import RequestError, text_block
 
 import adapter.acp._sessions as sessions_module
-from adapter import OpenCodeAdapter, Timeouts
+from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Hang, Task, Text
-from tests.acp.support import Harness, connected
-
-
-@pytest.fixture
-def timeouts() -> Timeouts:
-    return Timeouts(connect=2.0, abort=2.0, tree=2.0)
-
-
-@pytest.fixture
-async def acp_client(oc: OpenCodeAdapter) -> AsyncIterator[Harness]:
-    async with connected(oc) as harness:
-        yield harness
+from tests.acp.support import Harness
 
 
 async def test_list_names_the_root_sessions_of_a_cwd_newest_first_in_pages(

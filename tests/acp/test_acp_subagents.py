@@ -8,7 +8,6 @@ returned, so "the sibling still runs" is a fact of the test, not of timing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import acp
@@ -16,23 +15,11 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import PromptResponse
 
-from adapter import OpenCodeAdapter, Timeouts
 from adapter.acp import STOP_SUBAGENT
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Hang, Permission, Task, Tasks, Text, Tool
-from tests.acp.support import Ask, Harness, connected
+from tests.acp.support import Ask, Harness
 from tests.adapter_support import Recorder
-
-
-@pytest.fixture
-def timeouts() -> Timeouts:
-    return Timeouts(connect=2.0, abort=2.0, tree=2.0)
-
-
-@pytest.fixture
-async def acp_client(oc: OpenCodeAdapter) -> AsyncIterator[Harness]:
-    async with connected(oc) as harness:
-        yield harness
 
 
 def aborted(fake: FakeOpenCodeServer) -> list[str]:
