@@ -89,7 +89,7 @@ from adapter import (
 from adapter._logging import get_logger
 
 from ._choices import AGENT, DEFAULT, PERMISSION_MODE, Choices, choices_from
-from ._extensions import EXTENSIONS_META, STOP_SUBAGENT, invalid, parse_stop_target, stop_answer
+from ._extensions import EXTENSIONS_META, STOP_SUBAGENT, invalid, parse_stop_target, stop_subagent
 from ._mcp_servers import add_mcp_servers
 from ._outbound import WellFormedClient
 from ._prompt_input import ContentBlock, check_cwd, prompt_parts
@@ -598,28 +598,11 @@ class OpenCodeTreeAgent:
         raise RequestError.method_not_found(f"_{method}")
 
     async def _stop_subagent(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Stop one subagent of a session's tree (:mod:`adapter.acp._extensions`); the
-        prompt goes on."""
         target = parse_stop_target(params)
         session = self._sessions.get(target.session_id)
         if session is None:
             raise invalid("unknown session", sessionId=target.session_id)
-        child = target.subagent_session_id
-        if target.tool_call_id is not None:
-            child = session.mapper.task_child(target.tool_call_id)
-            if child is None:
-                raise invalid(
-                    "toolCallId names no task call with a subagent in this session",
-                    toolCallId=target.tool_call_id,
-                )
-        assert child is not None
-        try:
-            report = await self._adapter.stop_subagent(session.thread_id, child)
-        except InvalidInputError as exc:
-            raise invalid(str(exc), subagentSessionId=child) from exc
-        except OpenCodeError as exc:
-            raise _error(f"the stop failed: {exc}", subagentSessionId=child) from exc
-        return stop_answer(report)
+        return await stop_subagent(self._adapter, session.thread_id, session.mapper, target)
 
     # -- forwarding ----------------------------------------------------------------------
 

@@ -22,7 +22,9 @@ from typing import Any
 
 from acp import RequestError
 
-from adapter import StopReport
+from adapter import InvalidInputError, OpenCodeAdapter, OpenCodeError, StopReport
+
+from ._updates import UpdateMapper
 
 __all__ = [
     "EXTENSIONS_META",
@@ -31,6 +33,7 @@ __all__ = [
     "invalid",
     "parse_stop_target",
     "stop_answer",
+    "stop_subagent",
 ]
 
 #: The method as it goes on the wire (the SDK hands the agent the name without ``_``).
@@ -91,3 +94,26 @@ def stop_answer(report: StopReport) -> dict[str, Any]:
     """The method's result: the sessions the stop aborted, and the walk's whole report."""
     stopped = [s.session_id for s in report.sessions if s.outcome == "aborted"]
     return {"stopped": stopped, "report": report.to_dict()}
+
+
+async def stop_subagent(
+    adapter: OpenCodeAdapter, thread_id: str, mapper: UpdateMapper, target: StopTarget
+) -> dict[str, Any]:
+    """Stop the target (its call mapped to its subagent by ``mapper``) in the thread's
+    tree; the adapter refuses the root and sessions outside the tree, nothing sent."""
+    child = target.subagent_session_id
+    if target.tool_call_id is not None:
+        child = mapper.task_child(target.tool_call_id)
+        if child is None:
+            raise invalid(
+                "toolCallId names no task call with a subagent in this session",
+                toolCallId=target.tool_call_id,
+            )
+    assert child is not None  # parse_stop_target: exactly one of the two
+    try:
+        report = await adapter.stop_subagent(thread_id, child)
+    except InvalidInputError as exc:
+        raise invalid(str(exc), subagentSessionId=child) from exc
+    except OpenCodeError as exc:
+        raise RequestError(-32603, f"the stop failed: {exc}", {"subagentSessionId": child}) from exc
+    return stop_answer(report)
