@@ -54,6 +54,7 @@ async def test_json_is_the_inventory_with_stable_keys(
         "name": "plan",
         "mode": "primary",
         "description": "Plan mode. Disallows all edit tools.",
+        "hidden": False,
     } in data["agents"]
     assert {"name": "hello", "description": "Greets"} in data["commands"]
     assert [s["name"] for s in data["skills"]] == ["customize-opencode"]
