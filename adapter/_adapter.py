@@ -42,7 +42,6 @@ from ._exceptions import (
     AdapterClosedError,
     ConnectTimeoutError,
     InvalidInputError,
-    NotFoundError,
     OpenCodeError,
     ServerExitedError,
     SessionClosedError,
@@ -64,11 +63,11 @@ from ._stream._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from ._stream._translator import Translator
 from ._threads._compaction import summarize
 from ._threads._fork import check_free, checked_at_turn, discard_fork, fork_session_at
+from ._threads._history import live_tree, read_history, roll_back
 from ._threads._registry import AdapterCore, Limits
-from ._threads._resume import cursor_of, fork_into, observe_newest_message, parse_cursor
+from ._threads._resume import cursor_of, parse_cursor, resume_session
 from ._threads._session_owners import Ownership
-from ._threads._session_tree import SessionTree, build_tree
-from ._threads._stored_turns import turn_starts, unreverted
+from ._threads._session_tree import SessionTree
 from ._threads._thread_state import ThreadState, TreeMembership
 from ._timeouts import Timeouts
 from ._turns._lifecycle import Lifecycle
@@ -375,23 +374,12 @@ class OpenCodeAdapter(AsyncClosing):
         resumed_id = cursor.session_id if cursor is not None else None
         if resume is not None and cursor is None:
             _log.warning("adapter.resume_ignored", thread_id=thread_id, reason="malformed cursor")
-        warning: str | None = None
-        forked: str | None = None
+        warning = forked = None
         if cursor is not None:
-            try:
-                session = await client.get_session(cursor.session_id)
-                if directory is not None and cursor.forks_into(directory):
-                    teardown = self._timeouts.teardown
-                    session = await fork_into(client, session, directory, teardown=teardown)
-                    forked = session.id
-                if rules is not None:
-                    # PATCH appends; a preset starts with a catch-all, so it decides alone.
-                    await client.add_permission_rules(session.id, native_rules(rules))
-                session_id = session.id
-            except NotFoundError:
-                warning = f"session {resumed_id} no longer exists; started a fresh session"
-            else:
-                await observe_newest_message(client, session_id)
+            native = native_rules(rules) if rules is not None else None
+            teardown = self._timeouts.teardown
+            resumed = await resume_session(client, cursor, directory, native, teardown=teardown)
+            session_id, warning, forked = resumed.session_id, resumed.warning, resumed.forked
         if session_id is None:
             session = await client.create_session(
                 title=title, permission=native_rules(rules) if rules is not None else None
@@ -588,19 +576,7 @@ class OpenCodeAdapter(AsyncClosing):
         server now (``busy``, ``retry`` or ``idle``); root first, then breadth-first."""
         thread = self._core.get(thread_id)
         await self._wait_ready(thread)
-        statuses = await thread.client.status()
-        root = thread.session_id
-        titles = dict(thread.tree.titles)
-        if thread.title:
-            titles.setdefault(root, thread.title)
-        return build_tree(
-            thread.thread_id,
-            root,
-            {root: None, **thread.tree.parents},
-            statuses,
-            titles=titles,
-            born=thread.tree.sessions,
-        )
+        return await live_tree(thread)
 
     async def inventory(self, *, directory: str | None = None) -> ServerInventory:
         """What the server offers in ``directory`` (default: the adapter's): models,
@@ -675,14 +651,7 @@ class OpenCodeAdapter(AsyncClosing):
 
         OpenCode keeps reverted messages stored (marked by the session's ``revert``)
         until the next prompt removes them, so they are cut here."""
-        thread = self._core.get(thread_id)
-        session = await thread.client.get_session(thread.session_id)
-        messages = await thread.client.messages(thread.session_id)
-        return ThreadHistory(
-            thread_id=thread_id,
-            session_id=thread.session_id,
-            messages=unreverted(messages, session.raw.get("revert")),
-        )
+        return await read_history(self._core.get(thread_id))
 
     async def rollback_thread(self, thread_id: str, num_turns: int) -> ThreadHistory:
         """Revert the last ``num_turns`` turns (all of them if there are fewer).
@@ -691,15 +660,7 @@ class OpenCodeAdapter(AsyncClosing):
         (see :func:`adapter._threads._stored_turns.turn_starts`), not one user message."""
         if isinstance(num_turns, bool) or not isinstance(num_turns, int) or num_turns < 1:
             raise InvalidInputError("num_turns must be a positive integer")
-        thread = self._core.get(thread_id)
-        if thread.turn is not None or thread.interrupts.stop is not None:
-            raise InvalidInputError("cannot roll back while a turn is running")
-        messages = (await self.read_thread(thread_id)).messages
-        starts = turn_starts(messages, thread.ledger.user_turns())
-        if starts:
-            target = starts[max(0, len(starts) - num_turns)]
-            await thread.client.revert(thread.session_id, target.info.id)
-        return await self.read_thread(thread_id)
+        return await roll_back(self._core.get(thread_id), num_turns)
 
     async def fork_thread(
         self, thread_id: str, new_thread_id: str, *, at_turn: int | None = None

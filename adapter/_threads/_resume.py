@@ -17,7 +17,7 @@ reach the old directory's stream only); ``move-session`` then moves the fork.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,15 @@ if TYPE_CHECKING:
     from .._client import OpenCodeClient
     from .._client._models import Session
 
-__all__ = ["Cursor", "cursor_of", "fork_into", "observe_newest_message", "parse_cursor"]
+__all__ = [
+    "Cursor",
+    "Resumed",
+    "cursor_of",
+    "fork_into",
+    "observe_newest_message",
+    "parse_cursor",
+    "resume_session",
+]
 
 SCHEMA = 1
 
@@ -136,3 +144,40 @@ async def observe_newest_message(client: OpenCodeClient, session_id: str) -> Non
     with contextlib.suppress(OpenCodeError):
         for message in await client.messages(session_id, limit=1):
             observe_message_id(message.info.id)
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What resuming a cursor found: the session the thread goes on in (``None``: start a
+    fresh one), a warning for the host when the cursor's session was gone, and the fork
+    it goes on in when the cursor's directory differs."""
+
+    session_id: str | None
+    warning: str | None = None
+    forked: str | None = None
+
+
+async def resume_session(
+    client: OpenCodeClient,
+    cursor: Cursor,
+    directory: str | None,
+    rules: Sequence[Mapping[str, str]] | None,
+    *,
+    teardown: float,
+) -> Resumed:
+    """The cursor's session, forked into ``directory`` when it ran elsewhere, with the
+    thread's permission ``rules`` (native) re-applied; a gone session is a warning."""
+    try:
+        session = await client.get_session(cursor.session_id)
+        forked: str | None = None
+        if directory is not None and cursor.forks_into(directory):
+            session = await fork_into(client, session, directory, teardown=teardown)
+            forked = session.id
+        if rules is not None:
+            # PATCH appends; a preset starts with a catch-all, so it decides alone.
+            await client.add_permission_rules(session.id, rules)
+    except NotFoundError:
+        warning = f"session {cursor.session_id} no longer exists; started a fresh session"
+        return Resumed(None, warning=warning)
+    await observe_newest_message(client, session.id)
+    return Resumed(session.id, forked=forked)
