@@ -74,7 +74,7 @@ from ._turns._lifecycle import Lifecycle
 from ._turns._phases import ThreadPhase
 from ._turns._prompt_input import FilePart, PromptPart, build_prompt, parse_model
 from ._turns._running import Turns
-from ._types._events import RuntimeWarningEvent
+from ._types._events import RequestOpened, RuntimeWarningEvent, UserInputRequested
 from ._types._permissions import (
     PermissionRule,
     Permissions,
@@ -606,6 +606,15 @@ class OpenCodeAdapter(AsyncClosing):
         return await self._core.client_for(where).add_mcp(name, config)
 
     # -- requests --------------------------------------------------------------
+
+    def pending_requests(self, thread_id: str) -> list[RequestOpened | UserInputRequested]:
+        """The open permission and question requests of the thread's whole tree, each
+        as the event that announced it (``request.opened`` / ``user-input.requested``),
+        in the order announced: what a host shows as waiting and answers with
+        :meth:`respond_to_request` / :meth:`respond_to_user_input`. One leaves the list
+        with its ``*.resolved`` event: answered (here or elsewhere), moot, or withdrawn
+        by a stop; :class:`UnknownThreadError` for a thread that is not started."""
+        return self._requests.open_in(self._core.get(thread_id))
 
     async def respond_to_request(self, thread_id: str, request_id: str, decision: str) -> None:
         await self._requests.respond(self._core.get(thread_id), request_id, decision)

@@ -35,7 +35,6 @@ from .._stream._vocabulary import DECISION_FOR_REPLY, permission_reply_for
 from .._threads._registry import AdapterCore
 from .._threads._thread_state import OpenRequest, ThreadState
 from .._types._events import (
-    Event,
     RequestOpened,
     RequestResolved,
     UserInputRequested,
@@ -67,18 +66,26 @@ class Requests:
         if request_id in pending or request_id in self._core.answered:
             return  # a duplicate, one recovered already, or answered while recovering
         common = _announced(thread, event)
+        opened: RequestOpened | UserInputRequested
         if isinstance(event, PermissionAsked):
+            opened = RequestOpened(**common, permission=event.permission, patterns=event.patterns)
             request = OpenRequest(
-                "permission", request_id, event.session_id, call_id=event.tool_call_id
-            )
-            opened: Event = RequestOpened(
-                **common, permission=event.permission, patterns=event.patterns
+                "permission",
+                request_id,
+                event.session_id,
+                call_id=event.tool_call_id,
+                announced=opened,
             )
         else:
-            request = OpenRequest(
-                "question", request_id, event.session_id, event.questions, _asking_call(event)
-            )
             opened = UserInputRequested(**common, questions=event.questions)
+            request = OpenRequest(
+                "question",
+                request_id,
+                event.session_id,
+                event.questions,
+                _asking_call(event),
+                announced=opened,
+            )
         pending[request_id] = request
         self._core.emit(opened)
 
@@ -97,6 +104,12 @@ class Requests:
             answers = event.answers if isinstance(event, QuestionReplied) else ()
             decision = "answered" if replied else "rejected"
             self._core.emit(UserInputResolved(**common, decision=decision, answers=answers))
+
+    @staticmethod
+    def open_in(thread: ThreadState) -> list[RequestOpened | UserInputRequested]:
+        """The tree's open requests, each as the event that announced it, oldest first
+        (``pending`` keeps the order they were opened in)."""
+        return [r.announced for r in thread.requests.pending.values() if r.announced is not None]
 
     # -- withdrawn ----------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from .._base._tasks import TaskScope
 from .._turns._lifecycle import Lifecycle
 from .._turns._message_turns import MessageLedger
 from .._turns._turn import Turn
-from .._types._events import FileDiff
+from .._types._events import FileDiff, RequestOpened, UserInputRequested
 from .._types._permissions import PermissionRule
 from .._types._records import InterruptResult, SessionInfo
 from .._types._stop_report import StopReport
@@ -74,6 +74,8 @@ class OpenRequest:
     #: The tool call that asked (``callID``), when the server says: once that call
     #: has ended unanswered (its run was aborted), the request is moot.
     call_id: str | None = None
+    #: The event that announced it to the host (``pending_requests`` lists it again).
+    announced: RequestOpened | UserInputRequested | None = None
 
 
 @dataclass(eq=False, slots=True)
