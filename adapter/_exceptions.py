@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # an annotation only: the exceptions are below every other layer
+if TYPE_CHECKING:  # annotations only: the exceptions are below every other layer
+    from ._types._partial_result import PartialResult
     from ._types._stop_report import SessionStop, StopReport
 
 __all__ = [
@@ -121,6 +122,14 @@ class TreeStopError(OpenCodeError):
     walk (every session that was attempted, with its outcome), ``cause`` the
     underlying exception of the first failure (or a :class:`TimeoutError` when
     the whole walk ran out of time).
+
+    ``partial`` is what the interrupted turn had produced when ``interrupt_turn``
+    raised this (the :class:`~adapter.PartialResult` a successful stop returns in its
+    :class:`~adapter.InterruptResult`; an empty one when no turn ran). It is what the
+    events had shown: nothing is read back from the server, since the turn runs on
+    after a failed stop and ends later with its own result. ``None`` when raised by
+    :func:`~adapter.stop_tree` or ``stop_subagent``: they end no turn, so there is no
+    partial result of theirs to keep (the turn's own comes with its end).
     """
 
     def __init__(
@@ -130,10 +139,12 @@ class TreeStopError(OpenCodeError):
         report: StopReport,
         first_failure: SessionStop | None,
         cause: BaseException | None,
+        partial: PartialResult | None = None,
     ) -> None:
         self.report = report
         self.first_failure = first_failure
         self.cause = cause
+        self.partial = partial
         super().__init__(message)
 
 

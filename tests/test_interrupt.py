@@ -448,3 +448,47 @@ async def test_partial_covers_this_turn_only_but_the_whole_tree_is_stopped(
     assert [c.input.get("description") for c in result.partial.tool_calls] == ["current work"]
     fetched = [r.path for r in fake.requests[before:] if r.path.endswith("/message")]
     assert f"/session/{old_child}/message" not in fetched
+
+
+async def test_a_failed_interrupt_carries_what_the_turn_had_produced(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """A child's abort fails every attempt (a 4xx is not retried): the raised error names
+    that session and carries ``.partial``, the root's streamed text and the usage so far."""
+    fake.script("child", [Hang()])
+    fake.script(
+        "root",  # a finished step (the tool's) has its usage; then text, then the child
+        [
+            Tool("bash", {"command": "ls"}, output="a\n"),
+            Text("Looking into it. "),
+            Task("x", "child"),
+        ],
+    )
+    info = await oc.start_session(T)
+    turn = await oc.send_turn(T, "go [[script:root]]")
+    child = (await rec.wait_for("child.started")).session_id
+    reported = (await rec.wait_for("turn.usage")).usage  # the tool's step, finished
+    fake.fail("POST", f"/session/{child}/abort", status=400, times=None)
+    with pytest.raises(TreeStopError) as caught:
+        await oc.interrupt_turn(T)
+    error = caught.value
+    assert error.first_failure is not None and error.first_failure.session_id == child
+    assert error.report[child].outcome == "failed"
+    partial = error.partial
+    assert partial is not None
+    assert partial.turn_id == turn.turn_id and partial.root_session_id == info.session_id
+    assert partial.text == "Looking into it. "
+    assert partial.usage.total_tokens == reported.total_tokens > 0
+    assert partial.usage.cost == reported.cost
+
+
+async def test_a_failed_interrupt_with_no_turn_carries_an_empty_partial(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    info = await oc.start_session(T)
+    fake.fail("POST", f"/session/{info.session_id}/abort", status=400, times=None)
+    with pytest.raises(TreeStopError) as caught:
+        await oc.interrupt_turn(T)
+    partial = caught.value.partial
+    assert partial is not None and partial.turn_id is None and partial.text == ""
+    assert partial.root_session_id == info.session_id and partial.tool_calls == ()

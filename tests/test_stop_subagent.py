@@ -166,5 +166,6 @@ async def test_concurrent_calls_share_one_walk_and_a_failure_is_a_tree_stop_erro
     error = outcomes[0]
     assert isinstance(error, TreeStopError) and error.report[alpha].outcome == "failed"
     assert len({id(o) for o in outcomes}) == 1, "one walk, one error"
+    assert error.partial is None  # it ends no turn: nothing of its own to keep
     failing.remove()
     await oc.interrupt_turn(T)

@@ -7,7 +7,8 @@ requests (here and on the server), and returns an
 :class:`~adapter.InterruptResult`. Concurrent calls share one stop. While it
 runs the thread is ``stopping``: an idle is the stop's to settle, a send
 waits, output first seen then is late and suppressed. A failed stop leaves
-the turn running (the thread goes back to ``running``) and raises.
+the turn running (the thread goes back to ``running``) and raises its
+:class:`~adapter.TreeStopError` with ``partial``, the turn so far as the events showed it.
 
 ``stop_subagent`` stops one subagent and its subtree with the same walk, and
 nothing else: the root and the other subagents go on, and so does the turn (its
@@ -108,6 +109,14 @@ class Interrupts:
             error = (
                 exc if isinstance(exc, Exception) else TurnCancelledError("the stop was cancelled")
             )
+            if isinstance(error, TreeStopError) and error.partial is None:
+                # What a host keeps of a failed stop: the turn so far, as the events
+                # showed it (the turn runs on, so its stored messages are not final).
+                error.partial = (
+                    turn.collector.result(turn.turn_id)
+                    if turn is not None
+                    else PartialResult.empty(thread.session_id, None)
+                )
             if not thread.closing:  # else the thread's own ending (session.exited) says it
                 thread.lifecycle.stop_failed(stop.turn_id, error)
             if not stop.future.done():
