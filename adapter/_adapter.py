@@ -715,7 +715,7 @@ class OpenCodeAdapter(AsyncClosing):
         if pump is None:
             core = self._core
             sink = PumpSink(core, directory, client, self._on_event, self._requests, self._turns)
-            pump = EventPump(directory, client, sink)
+            pump = EventPump(directory, client, sink, skip_report=core.timeouts.skip_report)
             self._pumps[directory] = pump
             core.tasks.spawn(pump.run(), name=f"pump:{directory}")
         return pump

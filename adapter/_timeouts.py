@@ -6,7 +6,11 @@ confirm). Scattered keywords give a host no single place to read what is
 bounded, by how much, and why; :class:`Timeouts` is that place (the keywords
 were removed after 0.1).
 
-Every field is in seconds and must be a positive finite number.
+Every field is in seconds and must be a positive finite number. The last four are
+intervals rather than bounds: how often the adapter looks again, or retries, or reports.
+They are here because a host's test waits on them (a held turn is noticed at the
+watchdog's next look, a lost idle after ``quiet_check``) and must be able to shorten
+them through the public API, as the adapter's own tests do.
 """
 
 from __future__ import annotations
@@ -69,6 +73,30 @@ class Timeouts:
         ``summarize_thread``: OpenCode answers ``POST /session/{id}/summarize``
         only once the summary is written, after the step under way finishes, so
         the call may last as long as a tool step plus one model call.
+    ``watchdog`` (default 1)
+        How often each running turn's watchdog looks: what ends a turn when the
+        server's word never comes (an overdue ``echo``, a quiet turn, a turn held by
+        a failed stop that ends once its tree is idle) is noticed at its next look,
+        so up to this much after its bound. One status read per look at most.
+    ``quiet_check`` (default 30)
+        A turn whose events have been silent this long is checked against the
+        server's status and stored messages (an idle lost without an outage would
+        otherwise leave it running); checked again after each further such silence.
+    ``owner_lookup_retry`` (default 0.2)
+        The first wait between two tries of reading an unknown session's ancestry
+        (a request of a child the adapter did not see born); it doubles at each try.
+        Shortened, a test sees an ancestry that stays unreadable surfaced sooner as
+        a ``runtime.warning``.
+    ``skip_report`` (default 10)
+        Native events the adapter could not read are reported (``runtime.warning``)
+        at most once per type in this much time: the first at once, the others with
+        their count when it has passed. Short enough for a person reading logs,
+        long enough that a flood of bad events costs few warnings.
+
+    Not here, because no test needs to wait on them: the throttles of live
+    ``turn.usage`` (0.25 s) and ``task.updated`` (0.5 s) reports (the last figures
+    and the newest activity are always reported, at most that late), and the
+    0.25 s read-back of a slash command a stop waits for (it ends on the echo).
     """
 
     request: float = 10.0
@@ -82,6 +110,10 @@ class Timeouts:
     idle_confirm: float = 60.0
     idle_confirm_backoff_max: float = 5.0
     summarize: float = 600.0
+    watchdog: float = 1.0
+    quiet_check: float = 30.0
+    owner_lookup_retry: float = 0.2
+    skip_report: float = 10.0
 
     def __post_init__(self) -> None:
         for item in fields(self):

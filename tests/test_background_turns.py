@@ -195,8 +195,7 @@ async def test_an_aborted_background_child_owes_nothing_and_the_turn_ends_at_its
 async def test_a_result_the_server_never_delivers_is_given_up_with_a_warning(
     fake: FakeOpenCodeServer,
 ) -> None:
-    async with Harness(fake, timeouts=fast(echo=0.3)) as h:
-        h.oc._turns.watch_interval = 0.05
+    async with Harness(fake, timeouts=fast(echo=0.3, watchdog=0.05)) as h:
         _, turn_id, _, child = await a_root_that_started_a_background_child(h)
         await quiet(h)
         child_ends(fake, child)

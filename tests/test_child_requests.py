@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter
+from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Permission, Question, Tool
 from tests.adapter_support import Recorder
 
@@ -34,6 +34,11 @@ ANSWERS: dict[str, tuple[str, dict[str, Any]]] = {
     "question": ("/question/{id}/reply", {"answers": [["yes"]]}),
     "question-rejected": ("/question/{id}/reject", {}),
 }
+#: The ``timeouts`` of ``oc`` for one test: the lookup's backoff base shortened, so that
+#: its cap comes soon.
+SHORT_LOOKUP_RETRY = pytest.mark.parametrize(
+    "timeouts", [Timeouts(owner_lookup_retry=0.01)], ids=["short-lookup-retry"]
+)
 #: The canonical events that announce a request.
 ANNOUNCED = ("request.opened", "user-input.requested")
 
@@ -151,12 +156,12 @@ async def test_a_grandchilds_request_answered_elsewhere_while_its_ancestry_looku
     assert oc._core.threads[T].pending == {}
 
 
+@SHORT_LOOKUP_RETRY
 async def test_an_ancestry_lookup_stops_retrying_once_its_request_is_answered(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     """The ancestry never answers, but the request was answered elsewhere: no more
     tries (at most the one in flight) and no warning about a request that is done."""
-    oc._ownership.retry_delay = 0.01  # the lookup's backoff base: its cap comes soon
     info = await oc.start_session(T)
     middle, grandchild = unseen_grandchild(fake, info.session_id)
     ancestry = FlakyAncestry(fake, middle)
@@ -195,12 +200,12 @@ async def test_a_lookup_whose_first_request_is_answered_still_delivers_the_sessi
     assert not rec.of("runtime.warning")
 
 
+@SHORT_LOOKUP_RETRY
 async def test_every_request_waiting_on_a_lookup_that_fails_is_surfaced_as_a_warning(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     """Never dropped silently: the session's second request, which waited on the
     first one's lookup, gets its own warning when the ancestry stays unreadable."""
-    oc._ownership.retry_delay = 0.01  # the lookup's backoff base: its cap comes soon
     info = await oc.start_session(T)
     middle, grandchild = unseen_grandchild(fake, info.session_id)
     lookup = fake.hold("GET", f"/session/{middle}")  # its first try, until both wait

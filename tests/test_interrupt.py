@@ -221,24 +221,26 @@ async def test_failed_child_abort_fails_the_interrupt_after_every_attempt(
 
 
 async def test_a_turn_held_by_a_failed_child_abort_ends_aborted_once_the_tree_is_idle(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, tree: tuple[str, str]
+    fake: FakeOpenCodeServer, record: Record
 ) -> None:
     """The root was aborted but a child's abort failed: the turn does not settle on the
     root's idle (the child still runs), and ends, aborted, once nothing of the tree runs."""
-    oc._turns.watch_interval = 0.05
-    root, turn_id = tree
-    a = fake.add_session(parent_id=root, busy=True)
-    fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
-    with pytest.raises(TreeStopError):
-        await oc.interrupt_turn(T)
-    await asyncio.sleep(0.3)  # several watchdog ticks while the child is busy
-    assert not rec.of("turn.aborted", T) and not rec.of("turn.completed", T)
-    assert oc.list_sessions()[0].active_turn_id == turn_id
-    fake.set_busy(a, False)
-    aborted = await rec.wait_for("turn.aborted", timeout=3.0)
-    assert aborted.turn_id == turn_id
-    assert aborted.reason is not None and "stop failed for part of the tree" in aborted.reason
-    assert oc.list_sessions()[0].active_turn_id is None
+    timeouts = Timeouts(abort=2.0, tree=2.0, watchdog=0.05)  # a held turn is looked at often
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
+        rec = record(oc)
+        root, turn_id = await running_tree(oc, fake, rec)
+        a = fake.add_session(parent_id=root, busy=True)
+        fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
+        with pytest.raises(TreeStopError):
+            await oc.interrupt_turn(T)
+        await asyncio.sleep(0.3)  # several watchdog ticks while the child is busy
+        assert not rec.of("turn.aborted", T) and not rec.of("turn.completed", T)
+        assert oc.list_sessions()[0].active_turn_id == turn_id
+        fake.set_busy(a, False)
+        aborted = await rec.wait_for("turn.aborted", timeout=3.0)
+        assert aborted.turn_id == turn_id
+        assert aborted.reason is not None and "stop failed for part of the tree" in aborted.reason
+        assert oc.list_sessions()[0].active_turn_id is None
 
 
 async def test_a_held_turn_fails_when_the_server_stops_answering(
@@ -246,9 +248,10 @@ async def test_a_held_turn_fails_when_the_server_stops_answering(
 ) -> None:
     """A held turn waits for the tree's status; a server that no longer answers must not
     leave it ``running`` forever."""
-    timeouts = Timeouts(abort=2.0, tree=2.0, idle_confirm=0.5, idle_confirm_backoff_max=0.1)
+    timeouts = Timeouts(
+        abort=2.0, tree=2.0, idle_confirm=0.5, idle_confirm_backoff_max=0.1, watchdog=0.05
+    )
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
-        oc._turns.watch_interval = 0.05
         rec = record(oc)
         root, turn_id = await running_tree(oc, fake, rec)
         a = fake.add_session(parent_id=root, busy=True)

@@ -42,10 +42,13 @@ IDLE_CONFIRM = 1.0
 async def tight(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
     """Small watchdog bounds: a settling turn is looked at again after ``echo``."""
     timeouts = Timeouts(
-        connect=2.0, echo=0.5, idle_confirm=IDLE_CONFIRM, idle_confirm_backoff_max=0.1
+        connect=2.0,
+        echo=0.5,
+        idle_confirm=IDLE_CONFIRM,
+        idle_confirm_backoff_max=0.1,
+        watchdog=0.05,  # the watchdog's tick, shortened
     )
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
-        oc._turns.watch_interval = 0.05  # the watchdog's tick
         yield oc
 
 

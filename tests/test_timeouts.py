@@ -24,6 +24,12 @@ def test_defaults_keep_todays_keyword_defaults() -> None:
     )
 
 
+def test_the_intervals_a_test_shortens_default_to_what_the_adapter_used_before() -> None:
+    timeouts = Timeouts()
+    assert (timeouts.watchdog, timeouts.quiet_check) == (1.0, 30.0)
+    assert (timeouts.owner_lookup_retry, timeouts.skip_report) == (0.2, 10.0)
+
+
 def test_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         Timeouts().echo = 1.0  # type: ignore[misc]

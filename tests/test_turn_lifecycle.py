@@ -111,9 +111,10 @@ def status(oc: OpenCodeAdapter, thread_id: str = T) -> str:
 @pytest.fixture
 async def tight(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
     """An adapter with small watchdog bounds, to test what happens when they pass."""
-    timeouts = Timeouts(connect=2.0, echo=0.5, idle_confirm=0.6, idle_confirm_backoff_max=0.1)
+    timeouts = Timeouts(
+        connect=2.0, echo=0.5, idle_confirm=0.6, idle_confirm_backoff_max=0.1, watchdog=0.05
+    )
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
-        oc._turns.watch_interval = 0.05  # the watchdog's tick; tests may shorten it
         yield oc
 
 
@@ -336,6 +337,23 @@ async def test_a_prompt_the_server_never_starts_fails_the_turn_after_the_echo_ti
     assert done.turn_id == turn.turn_id and done.state == "failed"
     assert done.error is not None and "did not start" in done.error
     await assert_ready_with_every_turn_ended_once(tight, rec)
+
+
+async def test_the_watchdog_looks_as_often_as_timeouts_watchdog_says(
+    fake: FakeOpenCodeServer, record: Record
+) -> None:
+    """An overdue echo is noticed at the watchdog's first look: not before
+    ``Timeouts.watchdog`` (1.5 s here, later than the default's 1 s)."""
+    timeouts = Timeouts(echo=0.05, watchdog=1.5)
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
+
+        async def swallow(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(204)  # accepted, then lost: never echoed
+
+        rec = record(oc)
+        turn, done, took = await a_turn_whose_prompt_is_swallowed(oc, fake, rec, swallow, 10.0)
+        assert took >= 1.5, "the first look comes one Timeouts.watchdog after the send"
+        assert done.turn_id == turn.turn_id and done.state == "failed"
 
 
 async def test_a_server_that_stops_answering_before_the_echo_fails_the_turn(
@@ -612,22 +630,24 @@ async def test_a_child_request_is_delivered_after_its_ancestry_lookup_fails_for_
 
 
 async def test_a_child_request_whose_ancestry_stays_unknown_is_surfaced_as_a_warning(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    fake: FakeOpenCodeServer, record: Record
 ) -> None:
-    oc._ownership.retry_delay = 0.01  # the lookup's backoff base; tests may shorten it
-    fake.script("child-asks", [Permission("bash", ["make *"])])
-    info = await oc.start_session(T)
-    child = descendant_the_adapter_never_saw(fake, info.session_id)
-    fake.fail("GET", f"/session/{fake.sessions[child].parent_id}", status=503, times=None)
-    async with fake.client() as http:
-        body = {"parts": [{"type": "text", "text": "go [[script:child-asks]]"}]}
-        await http.post(f"/session/{child}/prompt_async", json=body)
-    await fake.wait_until(lambda: bool(fake.sessions[child].pending_requests))
-    [request_id] = fake.sessions[child].pending_requests
-    warning = await rec.wait_for("runtime.warning", timeout=10.0)
-    assert (warning.thread_id, warning.request_id, warning.session_id) == (T, request_id, child)
-    assert request_id in warning.message
-    assert not rec.of("request.opened")
+    timeouts = Timeouts(owner_lookup_retry=0.01)  # the lookup's backoff base, shortened
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
+        rec = record(oc)
+        fake.script("child-asks", [Permission("bash", ["make *"])])
+        info = await oc.start_session(T)
+        child = descendant_the_adapter_never_saw(fake, info.session_id)
+        fake.fail("GET", f"/session/{fake.sessions[child].parent_id}", status=503, times=None)
+        async with fake.client() as http:
+            body = {"parts": [{"type": "text", "text": "go [[script:child-asks]]"}]}
+            await http.post(f"/session/{child}/prompt_async", json=body)
+        await fake.wait_until(lambda: bool(fake.sessions[child].pending_requests))
+        [request_id] = fake.sessions[child].pending_requests
+        warning = await rec.wait_for("runtime.warning", timeout=10.0)
+        assert (warning.thread_id, warning.request_id, warning.session_id) == (T, request_id, child)
+        assert request_id in warning.message
+        assert not rec.of("request.opened")
 
 
 # -- directories and rollback -----------------------------------------------------------------

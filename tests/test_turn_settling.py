@@ -258,8 +258,7 @@ async def test_a_prompt_whose_events_were_all_lost_is_found_stored_and_completes
     """B34: no echo and no event at all, but the server stored the prompt and its
     answer: after ``Timeouts.echo`` of silence the adapter reads the messages, and
     the stored answer completes the turn with its text (not ``PromptNotStarted``)."""
-    async with Harness(fake, timeouts=fast(echo=0.3)) as h:
-        h.oc._turns.watch_interval = 0.05  # the watchdog's tick; tests may shorten it
+    async with Harness(fake, timeouts=fast(echo=0.3, watchdog=0.05)) as h:  # a short tick
         turn, run = await send_and_play(h)
 
         async def messages(request: httpx.Request) -> httpx.Response:
@@ -277,8 +276,7 @@ async def test_a_busy_root_admits_a_turn_whose_echo_is_overdue(
     """B34: the echo is overdue and the prompt is not readable yet, but the root is
     busy: the turn keeps running (each ``Timeouts.echo`` it looks again), and its
     echo and answer, when they come, complete it."""
-    async with Harness(fake, timeouts=fast(echo=0.2)) as h:
-        h.oc._turns.watch_interval = 0.05
+    async with Harness(fake, timeouts=fast(echo=0.2, watchdog=0.05)) as h:
         turn, run = await send_and_play(h)
         busy = fake.on(
             "GET",

@@ -14,7 +14,8 @@ It never dies while it should run:
   JSON, not an event object, nested too deep), parsed (:func:`parse_native`) or
   translated (``handle`` raised) is skipped and counted in :attr:`bad_events`.
   ``skipped`` hears of it at most once per type per
-  :data:`SKIP_REPORT_INTERVAL`: the first skip at once, the others of the window
+  ``skip_report`` seconds (``Timeouts.skip_report``, default
+  :data:`SKIP_REPORT_INTERVAL`): the first skip at once, the others of the window
   with their count when it ends. Types beyond :data:`MAX_REPORTED_TYPES` in a
   window are reported together as ``other``, so a flood of invented types costs
   bounded memory and warnings.
@@ -50,7 +51,7 @@ __all__ = ["MAX_REPORTED_TYPES", "SKIP_REPORT_INTERVAL", "EventPump", "StreamSin
 
 _log = get_logger("adapter.pump")
 
-#: Seconds between two reports of skipped events of one type.
+#: Seconds between two reports of skipped events of one type, by default.
 SKIP_REPORT_INTERVAL = 10.0
 #: Types with their own report per window; the rest are reported as ``other``.
 MAX_REPORTED_TYPES = 32
@@ -90,8 +91,9 @@ class _Window:
 class _SkipReports:
     """Skipped events per type, reported at most once per type per interval."""
 
-    def __init__(self, report: Callable[[str, int, str], None]) -> None:
+    def __init__(self, report: Callable[[str, int, str], None], interval: float) -> None:
         self._report = report
+        self._interval = interval
         self._windows: dict[str, _Window] = {}
 
     def add(self, kind: str, reason: str) -> bool:
@@ -116,7 +118,7 @@ class _SkipReports:
             return
         count, window.count = window.count, 0
         window.timer = asyncio.get_running_loop().call_later(
-            SKIP_REPORT_INTERVAL, self._flush, kind, window
+            self._interval, self._flush, kind, window
         )
         _log.warning("adapter.events_skipped", type=kind, count=count, reason=window.reason)
         try:
@@ -134,7 +136,14 @@ class _SkipReports:
 class EventPump:
     """Reads one directory's event stream until its sink says stop."""
 
-    def __init__(self, directory: str | None, client: OpenCodeClient, sink: StreamSink) -> None:
+    def __init__(
+        self,
+        directory: str | None,
+        client: OpenCodeClient,
+        sink: StreamSink,
+        *,
+        skip_report: float = SKIP_REPORT_INTERVAL,
+    ) -> None:
         self.directory = directory
         self.client = client
         self.connected = asyncio.Event()
@@ -145,7 +154,7 @@ class EventPump:
         self._on_lost = sink.lost
         self._on_restored = sink.restored
         self._should_run = sink.running
-        self._skips = _SkipReports(sink.skipped)
+        self._skips = _SkipReports(sink.skipped, skip_report)
         self._outage = False
 
     async def run(self) -> None:

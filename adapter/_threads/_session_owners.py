@@ -61,8 +61,6 @@ class Ownership:
         #: The lookups in flight (or waiting for a permit), per session.
         self._lookups: dict[str, _Lookup] = {}
         self._permits = asyncio.Semaphore(2)
-        #: Base delay of the lookup's retries (tests shorten it).
-        self.retry_delay = 0.2
 
     def adopt(
         self,
@@ -151,7 +149,7 @@ class Ownership:
             return
         chain: list[tuple[str, str | None]] = []
         current: str | None = session_id
-        delay = self.retry_delay
+        delay = self._core.timeouts.owner_lookup_retry
         async with self._permits:
             for _ in range(_MAX_DEPTH):
                 if current is None or current in core.owner or current in core.strangers:

@@ -60,9 +60,6 @@ STOPPED_AFTER_FAILED_STOP = (
     "Interrupted by user. The stop failed for part of the tree, which has since gone idle."
 )
 MESSAGE_ABORTED = "MessageAbortedError"
-#: A turn whose events have been silent this long is checked against the server
-#: (an idle lost without an outage would otherwise leave it running).
-QUIET_CHECK_AFTER = 30.0
 
 
 class Settling:
@@ -73,9 +70,6 @@ class Settling:
         self._core = core
         #: Emits output the stream did not deliver, from stored messages.
         self._output = output
-        #: How often the watchdog looks (tests shorten it).
-        self.watch_interval = 1.0
-        self.quiet_check_after = QUIET_CHECK_AFTER
 
     def _user_message(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
         mark_landed(thread, message_id)
@@ -371,7 +365,7 @@ class Settling:
         """Bounds a turn that waits for something the server may never send."""
         timeouts = self._core.timeouts
         while thread.turn is turn:
-            await asyncio.sleep(self.watch_interval)
+            await asyncio.sleep(timeouts.watchdog)
             if thread.turn is not turn or thread.interrupts.stop is not None:
                 continue
             if turn.held:
@@ -381,7 +375,7 @@ class Settling:
             if turn.phase is TurnPhase.AWAITING_ECHO and quiet > timeouts.echo:
                 await self._echo_overdue(thread, turn)
             elif (
-                quiet > self.quiet_check_after
+                quiet > timeouts.quiet_check
                 or (turn.phase is TurnPhase.SETTLING and quiet > timeouts.echo)
                 or (
                     turn.phase is TurnPhase.BACKGROUND

@@ -21,7 +21,7 @@ from adapter._exceptions import RequestError
 from adapter._stream._pump import EventPump
 from adapter._stream._translator import Translator
 from adapter.testing.fake import FakeOpenCodeServer, Text
-from tests.faults.support import Harness
+from tests.faults.support import Harness, fast
 
 T = "thread-1"
 
@@ -163,10 +163,9 @@ async def test_an_exception_in_translation_is_skipped_and_reported(
 
 
 async def test_skips_of_one_type_are_reported_once_per_interval_with_their_count(
-    fake: FakeOpenCodeServer, monkeypatch: pytest.MonkeyPatch
+    fake: FakeOpenCodeServer,
 ) -> None:
-    monkeypatch.setattr(pump_module, "SKIP_REPORT_INTERVAL", 0.05)
-    async with Harness(fake) as h:
+    async with Harness(fake, timeouts=fast(skip_report=0.05)) as h:
         info = await h.oc.start_session(T)
         await asyncio.wait_for(h.oc._pumps[None].connected.wait(), 5)
         bad = event_line("session.status", b'{"sessionID":"' + info.session_id.encode() + b'"}')
