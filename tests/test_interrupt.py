@@ -220,6 +220,19 @@ async def test_failed_child_abort_fails_the_interrupt_after_every_attempt(
     assert oc.list_sessions()[0].active_turn_id == turn_id
 
 
+async def a_turn_held_by_a_failed_child_abort(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> tuple[str, str]:
+    """``running_tree``, a busy child whose abort always fails, and the failed Stop: the
+    turn (held) and that child."""
+    root, turn_id = await running_tree(oc, fake, rec)
+    child = fake.add_session(parent_id=root, busy=True)
+    fake.fail("POST", f"/session/{child}/abort", status=400, times=None)
+    with pytest.raises(TreeStopError):
+        await oc.interrupt_turn(T)
+    return turn_id, child
+
+
 async def test_a_turn_held_by_a_failed_child_abort_ends_aborted_once_the_tree_is_idle(
     fake: FakeOpenCodeServer, record: Record
 ) -> None:
@@ -228,11 +241,7 @@ async def test_a_turn_held_by_a_failed_child_abort_ends_aborted_once_the_tree_is
     timeouts = Timeouts(abort=2.0, tree=2.0, watchdog=0.05)  # a held turn is looked at often
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
         rec = record(oc)
-        root, turn_id = await running_tree(oc, fake, rec)
-        a = fake.add_session(parent_id=root, busy=True)
-        fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
-        with pytest.raises(TreeStopError):
-            await oc.interrupt_turn(T)
+        turn_id, a = await a_turn_held_by_a_failed_child_abort(oc, fake, rec)
         await asyncio.sleep(0.3)  # several watchdog ticks while the child is busy
         assert not rec.of("turn.aborted", T) and not rec.of("turn.completed", T)
         assert oc.list_sessions()[0].active_turn_id == turn_id
@@ -253,11 +262,7 @@ async def test_a_held_turn_fails_when_the_server_stops_answering(
     )
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
         rec = record(oc)
-        root, turn_id = await running_tree(oc, fake, rec)
-        a = fake.add_session(parent_id=root, busy=True)
-        fake.fail("POST", f"/session/{a}/abort", status=400, times=None)
-        with pytest.raises(TreeStopError):
-            await oc.interrupt_turn(T)
+        turn_id, _child = await a_turn_held_by_a_failed_child_abort(oc, fake, rec)
         fake.fail("GET", "/session/status", status=503, times=None)
         done = await rec.wait_for("turn.completed", timeout=5.0)
         assert done.turn_id == turn_id and done.state == "failed"
