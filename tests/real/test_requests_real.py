@@ -81,6 +81,8 @@ async def test_a_resumed_thread_announces_live_requests_but_not_ghosts(
             assert (opened.thread_id, opened.request_id) == ("waiting", live)
             await asyncio.sleep(0.5)  # both recoveries have long finished
             assert [e.request_id for e in rec.of("request.opened")] == [live]
+            assert oc.pending_requests("waiting") == [opened]
+            assert oc.pending_requests("stopped") == []  # a ghost is not open
             with pytest.raises(UnknownRequestError):
                 await oc.respond_to_request("stopped", ghost, "accept")
             await oc.respond_to_request("waiting", live, "accept")
@@ -151,7 +153,9 @@ async def test_a_request_stopped_by_interrupt_turn_is_never_announced_again(
             turn = await oc.send_turn("t", "go " + script_marker(unique_name))
             opened = await rec.wait_for("request.opened", timeout=30)
             request_id = opened.request_id
+            assert oc.pending_requests("t") == [opened]
             result = await oc.interrupt_turn("t", turn_id=turn.turn_id)
+            assert oc.pending_requests("t") == []  # withdrawn by the stop
             assert result.stop is not None and result.stop.ok
             aborted = await rec.wait_for("turn.aborted", timeout=10)
             assert aborted.turn_id == turn.turn_id
