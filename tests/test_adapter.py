@@ -189,7 +189,7 @@ async def test_a_failed_steer_leaves_the_running_turn_intact(
     with pytest.raises(RequestError) as caught:
         await oc.send_turn(T, "refused steer")
     assert caught.value.operation == "prompt_async"
-    assert refusal.calls == 1
+    assert refusal.call_count == 1
     await rec.settle()
     [info] = oc.list_sessions()
     assert info.status == "running" and info.active_turn_id == first.turn_id
@@ -545,7 +545,7 @@ async def test_a_request_answered_while_recovery_reads_is_not_announced_again(
     await fake.wait_for_event("permission.replied", since=since)
     await asyncio.sleep(0.05)  # the adapter has read the `replied` event
     check.release()
-    await fake.wait_until(lambda: check.hook is not None and check.hook.calls >= 1)
+    await fake.wait_until(lambda: check.hook is not None and check.hook.call_count >= 1)
     await asyncio.sleep(0.05)
     assert rec.of("request.opened", T) == []
     assert fake.sessions[root].busy  # the tool runs: the answer took effect

@@ -154,14 +154,14 @@ async def test_a_turn_stays_running_while_status_fails_then_ends_after_idle_conf
         await rec.wait_for("content.delta")
         fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "idle"}})
         fake.emit("session.idle", {"sessionID": info.session_id})
-    await fake.wait_until(lambda: outage.calls >= 1)  # the idle's settle asks
+    await fake.wait_until(lambda: outage.call_count >= 1)  # the idle's settle asks
     failing_since = time.monotonic()
     # Running while status fails: look several times before the bound.
     while time.monotonic() - failing_since < IDLE_CONFIRM * 0.5:
         assert status(tight) == "running", "ended before idle_confirm"
         assert not endings(rec, turn.turn_id)
         await asyncio.sleep(0.05)
-    assert outage.calls >= 2, "status was asked again while failing"
+    assert outage.call_count >= 2, "status was asked again while failing"
     done = await rec.wait_for("turn.completed", timeout=IDLE_CONFIRM + 4)
     # Not before the bound (it starts at the first failed poll; a retry's delay may
     # end the wait up to idle_confirm_backoff_max early).
@@ -194,7 +194,7 @@ async def test_a_turn_completes_once_status_answers_again_within_idle_confirm(
         outage = fake.fail("GET", "/session/status", status=503, times=None)
         await oc.start_session(T)
         turn = await oc.send_turn(T, "go [[script:run]]")
-        await fake.wait_until(lambda: outage.calls >= 3)  # asked, and asked again
+        await fake.wait_until(lambda: outage.call_count >= 3)  # asked, and asked again
         assert status(oc) == "running" and not endings(rec, turn.turn_id)
         outage.remove()
         done = await rec.wait_for("turn.completed", timeout=3.0)

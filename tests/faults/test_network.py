@@ -64,7 +64,7 @@ async def test_refused_connections_on_an_idempotent_call_are_retried_until_it_su
     hook = fake.on("GET", "/session/{id}/children", raising(httpx.ConnectError, times=2))
     children = await client.children(root)
     assert [c.id for c in children] == [kid]
-    assert hook.calls == 3
+    assert hook.call_count == 3
     assert sum(1 for log in captured_logs if log["event"] == "opencode.retry") == 2
 
 
@@ -102,7 +102,7 @@ async def test_a_refused_prompt_is_never_retried_and_rolls_the_new_turn_back(
     with pytest.raises(RequestError) as caught:
         await h.oc.send_turn(T, "hello")
     assert caught.value.operation == "prompt_async"
-    assert hook.calls == 1, "a write is never retried"
+    assert hook.call_count == 1, "a write is never retried"
     aborted = await h.rec.wait_for("turn.aborted")
     assert "not accepted" in aborted.reason
     await h.consistent()
@@ -123,7 +123,7 @@ async def test_a_reset_mid_response_on_a_read_is_retried(
     root = fake.add_session()
     hook = fake.on("GET", "/session/{id}/message", raising(error, times=1))
     assert await client.messages(root) == []
-    assert hook.calls == 2
+    assert hook.call_count == 2
 
 
 async def test_a_reset_abort_during_an_interrupt_is_retried_and_the_stop_succeeds(
@@ -249,7 +249,7 @@ async def test_a_burst_of_transient_statuses_is_retried_then_succeeds(
     hook = fake.fail("GET", "/session/status", status=status, times=3)
     statuses = await client.status()
     assert statuses[root].is_busy
-    assert hook.calls == 4
+    assert hook.call_count == 4
 
 
 @pytest.mark.parametrize("status", [502, 503, 429])
@@ -263,7 +263,7 @@ async def test_exhausted_retries_raise_a_request_error_carrying_the_status(
     assert caught.value.status == status
     assert caught.value.session_id == root and caught.value.operation == "abort"
     assert "injected failure" in str(caught.value) and "after 4 attempts" in str(caught.value)
-    assert hook.calls == 4
+    assert hook.call_count == 4
     assert fake.sessions[root].abort_count == 0
 
 
@@ -346,7 +346,7 @@ async def test_a_turn_ends_when_its_reconcile_read_fails_longer_than_the_client_
     reconnect.release()
     done = await h.rec.wait_for("turn.completed", timeout=10)
     assert done.turn_id == turn.turn_id and done.state == "completed"
-    assert reads.calls > 5  # every failure, then the read that answered
+    assert reads.call_count > 5  # every failure, then the read that answered
     assert [e.delta for e in h.rec.of("content.delta", T)] == ["said in the outage."]
     await h.consistent()
 
@@ -436,7 +436,7 @@ async def test_event_stream_reconnect_survives_failing_reconnect_attempts(
     fake.drop_event_streams()
     done = await h.rec.wait_for("turn.completed", timeout=5)
     assert done.turn_id == turn.turn_id
-    assert refusals.calls >= 3
+    assert refusals.call_count >= 3
     assert len(h.rec.of("runtime.warning", T)) == 1
     await h.consistent()
 

@@ -469,7 +469,7 @@ async def test_status_failures_for_a_period_then_the_truth(
     hook = fake.fail("GET", "/session/status", status=503, times=3)
     codes = [(await client.get("/session/status")).status_code for _ in range(4)]
     assert codes == [503, 503, 503, 200]
-    assert hook.calls == 4
+    assert hook.call_count == 4
     assert (await client.get("/session/status")).json() == {sid: {"type": "busy"}}
     hook.remove()
     always = fake.fail("GET", "/session/status", status=503, times=None)

@@ -521,7 +521,7 @@ async def test_fail_and_custom_hooks(client: httpx.AsyncClient, fake: FakeOpenCo
     with pytest.raises(httpx.ConnectError):
         await client.get("/global/health")
     assert fake.requests[-1].status is None
-    assert hook.calls == 1
+    assert hook.call_count == 1
     hook.remove()
     assert (await client.get("/global/health")).status_code == 200
 

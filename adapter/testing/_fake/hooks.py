@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 import httpx
 
+from .records import RecordedRequest
 from .wire import json_response
 
 HookHandler: TypeAlias = Callable[[httpx.Request], Awaitable[httpx.Response | None]]
@@ -23,6 +24,7 @@ HookHandler: TypeAlias = Callable[[httpx.Request], Awaitable[httpx.Response | No
 
 
 def _compile_pattern(pattern: str) -> re.Pattern[str]:
+    """``{name}`` matches one path segment, ``*`` anything, the rest itself."""
     out = []
     for piece in re.split(r"(\{[^/{}]*\}|\*)", pattern):
         if piece == "*":
@@ -34,8 +36,26 @@ def _compile_pattern(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out))
 
 
-class Hook:
-    """A registered fault-injection handler (see :meth:`FakeOpenCodeServer.on`)."""
+class RequestPattern:
+    """A method (``"*"``: any) and a path pattern, as :meth:`FakeOpenCodeServer.on` takes
+    them: ``{name}`` matches one path segment, ``*`` anything."""
+
+    def __init__(self, method: str, pattern: str) -> None:
+        self.method = method.upper()
+        self.pattern = pattern
+        self._regex = _compile_pattern(pattern)
+
+    def matches(self, method: str, path: str) -> bool:
+        """Whether a request with ``method`` and ``path`` matches."""
+        return (self.method in ("*", method)) and self._regex.fullmatch(path) is not None
+
+
+class Hook(RequestPattern):
+    """A registered fault-injection handler (see :meth:`FakeOpenCodeServer.on`).
+
+    Like a respx route, it keeps what went through it: :attr:`calls`, every matching
+    request in order (also those its handler let through), and :attr:`call_count`.
+    """
 
     def __init__(
         self,
@@ -44,17 +64,22 @@ class Hook:
         pattern: str,
         handler: HookHandler,
     ) -> None:
-        self.method = method.upper()
-        self.pattern = pattern
+        super().__init__(method, pattern)
         self.handler = handler
-        self.calls = 0
-        """How many requests matched this hook."""
-        self._regex = _compile_pattern(pattern)
+        self.calls: list[RecordedRequest] = []
+        """The requests that matched this hook, oldest first (the records of
+        ``fake.requests``: ``status`` is set once each was answered)."""
         self._owner = owner
 
-    def matches(self, method: str, path: str) -> bool:
-        """Whether a request with ``method`` and ``path`` goes through this hook."""
-        return (self.method in ("*", method)) and self._regex.fullmatch(path) is not None
+    @property
+    def call_count(self) -> int:
+        """How many requests matched this hook."""
+        return len(self.calls)
+
+    @property
+    def called(self) -> bool:
+        """Whether any request matched this hook."""
+        return bool(self.calls)
 
     def remove(self) -> None:
         """Unregister the hook (idempotent)."""
@@ -74,11 +99,13 @@ class HookChain:
         self.hooks.append(hook)
         return hook
 
-    async def answer(self, request: httpx.Request, method: str, path: str) -> httpx.Response | None:
+    async def answer(
+        self, request: httpx.Request, record: RecordedRequest
+    ) -> httpx.Response | None:
         """The first response a matching hook gives, else ``None``."""
         for hook in list(self.hooks):
-            if hook.matches(method, path):
-                hook.calls += 1
+            if hook.matches(record.method, record.path):
+                hook.calls.append(record)
                 response = await hook.handler(request)
                 if response is not None:
                     return response

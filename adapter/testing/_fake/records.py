@@ -10,10 +10,13 @@ their ``_``-fields belong to the fake's parts, which change them through
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
+
+import httpx
 
 from .._fake_input import ModelInput
 from .wire import IDLE, JSON
@@ -33,14 +36,35 @@ class Settings(Protocol):
     background_subagents: bool
 
 
+REDACTED = "[redacted]"
+"""What a recorded request shows instead of a credential."""
+
+_REDACTED_BYTES = REDACTED.encode()
+_CREDENTIAL_HEADERS = frozenset({b"authorization", b"proxy-authorization"})
+_CREDENTIAL_PARAMS = frozenset({"auth_token"})
+
+
 @dataclass(slots=True)
 class RecordedRequest:
-    """One request the fake received.
+    """One request the fake received (``fake.requests``, ``fake.calls(...)``, ``hook.calls``).
 
     ``started_at``/``ended_at`` are event-loop times (``loop.time()``); ``ended_at``
     and ``status`` are ``None`` while the request is in flight, and ``status`` stays
     ``None`` if a hook raised. For ``GET /event``, ``ended_at`` is when the stream's
     headers were returned. ``session_id`` is the ``{id}`` of a ``/session/{id}/...`` path.
+
+    What was sent, as a respx user reads ``call.request``:
+
+    * ``body``: the parsed JSON when the body is valid JSON (whatever its content type,
+      as the server reads it), else the raw bytes; ``None`` when empty (or JSON ``null``).
+    * ``query``: :class:`httpx.QueryParams`, read-only; ``query["k"]`` is the first
+      value, ``query.get_list("k")`` all of them, and it compares equal to a ``dict``.
+    * ``headers``: :class:`httpx.Headers` (case-insensitive), a copy.
+
+    Credentials are never kept: the ``authorization`` (and ``proxy-authorization``)
+    header and every ``auth_token`` query value read ``"[redacted]"``. The record keeps
+    the parsed body, not the request: ``fake.requests`` grows until
+    :meth:`FakeOpenCodeServer.reset_stats`.
     """
 
     method: str
@@ -49,6 +73,46 @@ class RecordedRequest:
     started_at: float
     ended_at: float | None = None
     status: int | None = None
+    body: Any = None
+    query: httpx.QueryParams = field(default_factory=httpx.QueryParams)
+    headers: httpx.Headers = field(default_factory=httpx.Headers)
+
+    @classmethod
+    def of(
+        cls, request: httpx.Request, content: bytes, session_id: str | None, started_at: float
+    ) -> RecordedRequest:
+        """The record of ``request`` whose body is ``content``, credentials redacted."""
+        query = httpx.QueryParams(
+            [
+                (key, REDACTED if key in _CREDENTIAL_PARAMS else value)
+                for key, value in request.url.params.multi_items()
+            ]
+        )
+        # The raw bytes: a header value need not be ASCII (a directory's, sent raw).
+        headers = httpx.Headers(
+            [
+                (name, _REDACTED_BYTES if name.lower() in _CREDENTIAL_HEADERS else value)
+                for name, value in request.headers.raw
+            ]
+        )
+        return cls(
+            request.method.upper(),
+            request.url.path,
+            session_id,
+            started_at,
+            body=_parsed_body(content),
+            query=query,
+            headers=headers,
+        )
+
+
+def _parsed_body(content: bytes) -> Any:
+    if not content:
+        return None
+    try:
+        return json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return content
 
 
 class FakeMessage:
@@ -106,9 +170,11 @@ class FakeSession:
         "status",
     )
 
-    def __init__(self, session_id: str, parent_id: str | None, info: JSON) -> None:
-        self.id: str = session_id
+    def __init__(self, id: str, parent_id: str | None, info: JSON) -> None:
+        self.id: str = id
+        """The session id (``ses_...``)."""
         self.parent_id: str | None = parent_id
+        """The parent's id; ``None`` for a root."""
         self.info: JSON = info
         self.status: JSON = IDLE
         self.abort_count: int = 0
@@ -163,7 +229,8 @@ class FakeSession:
         return sorted(self._pending)
 
     def __repr__(self) -> str:
-        return f"FakeSession({self.id!r}, parent={self.parent_id!r}, status={self.status['type']})"
+        status = self.status["type"]
+        return f"FakeSession(id={self.id!r}, parent_id={self.parent_id!r}, status={status!r})"
 
 
 Outcome: TypeAlias = Literal["completed", "aborted", "failed", "blocked", "vanished"]

@@ -24,7 +24,7 @@ from ..._base._closing import AsyncClosing
 from .._fake_input import ModelInput
 from .command_routes import CommandRoutes
 from .events import EventBus
-from .hooks import Hold, Hook, HookChain, HookHandler, RunEndHold, failure
+from .hooks import Hold, Hook, HookChain, HookHandler, RequestPattern, RunEndHold, failure
 from .http import Router, Transport, basic_token
 from .ids import IdMinter
 from .inventory_routes import FakeInventory, InventoryRoutes
@@ -325,9 +325,24 @@ class FakeOpenCodeServer(AsyncClosing):
     # ------------------------------------------------------------------ fault injection
 
     def reset_stats(self) -> None:
-        """Clear :attr:`requests` and reset :attr:`max_in_flight` to :attr:`in_flight`."""
+        """Clear :attr:`requests` and reset :attr:`max_in_flight` to :attr:`in_flight`.
+
+        (A hook's ``calls`` stay: they go with the hook.)"""
         self.requests = []
         self.max_in_flight = self.in_flight
+
+    def calls(self, method: str, path_pattern: str) -> list[RecordedRequest]:
+        """The received requests matching ``method`` and ``path_pattern``, oldest first.
+
+        The pattern is :meth:`on`'s (``{name}`` one path segment, ``*`` anything;
+        method ``"*"``: any), the requests those of :attr:`requests`::
+
+            [abort] = fake.calls("POST", f"/session/{child}/abort")
+            [reply] = fake.calls("POST", "/permission/{id}/reply")
+            assert reply.body == {"reply": "once"}
+        """
+        pattern = RequestPattern(method, path_pattern)
+        return [r for r in self.requests if pattern.matches(r.method, r.path)]
 
     def on(self, method: str, path_pattern: str, handler: HookHandler) -> Hook:
         """Run ``handler(request)`` before matching requests are handled.
@@ -477,7 +492,9 @@ class FakeOpenCodeServer(AsyncClosing):
             segment = path.split("/", 3)[2]
             if segment and segment != "status":
                 session_id = segment
-        record = RecordedRequest(method, path, session_id, loop.time())
+        # Read once here: the routes' own reads get the same (cached) bytes.
+        content = await request.aread()
+        record = RecordedRequest.of(request, content, session_id, loop.time())
         self.requests.append(record)
         if not is_stream:
             self.in_flight += 1
@@ -487,7 +504,7 @@ class FakeOpenCodeServer(AsyncClosing):
         try:
             if self._state.closed:
                 raise httpx.ConnectError("fake OpenCode server is closed", request=request)
-            response = await self._hooks.answer(request, method, path)
+            response = await self._hooks.answer(request, record)
             if response is None:
                 if self._state.closed:
                     raise httpx.ConnectError("fake OpenCode server is closed", request=request)
