@@ -283,6 +283,8 @@ class Run:
     newest merged prompt, or the synthetic "continue" message after a compaction."""
     retrying: bool = False
     """OpenCode is between retries of a failed model call."""
+    parked: bool = False
+    """The run waits for nothing but an abort (a :class:`Hang`, an endless tool)."""
 
 
 @dataclass(slots=True)

@@ -307,7 +307,7 @@ class ScriptRunner:
                 # Measured: the step-start part is stored once the model answers, even
                 # if it then sends nothing.
                 self.writer.ensure_step(run)
-                await asyncio.get_running_loop().create_future()
+                await self._state.park(run)
             elif isinstance(step, Fail):
                 if step.retries > 0:
                     await self._retry(run, step)

@@ -34,6 +34,7 @@ from .server_routes import ServerRoutes
 from .session_routes import SessionRoutes
 from .state import FakeState
 from .steps import Step
+from .views import FakeViews
 from .wire import BUSY, IDLE, JSON, resolve_directory
 
 
@@ -125,6 +126,7 @@ class FakeOpenCodeServer(AsyncClosing):
         self._bus = EventBus(self._ids, directory_of, event_history)
         self._state = FakeState(self._ids, self._bus, directory_of)
         self._runner = ScriptRunner(self._state, self._ids, self)
+        self._views = FakeViews(self._state, self._bus)
         self._hooks = HookChain()
         token = None if password is None else basic_token(username, password)
         self._router = Router(self, self._ids, token)
@@ -459,6 +461,82 @@ class FakeOpenCodeServer(AsyncClosing):
         Raises ``TimeoutError`` after ``timeout`` seconds.
         """
         return await self._bus.wait_for_event(type, predicate, timeout=timeout, since=since)
+
+    async def wait_for_tool(
+        self,
+        name: str,
+        *,
+        status: str = "running",
+        session_id: str | None = None,
+        since: int = 0,
+        timeout: float = 5.0,
+    ) -> JSON:
+        """Wait until a ``name`` tool part reaches ``status``; return that part (a copy).
+
+        ``status`` is the wire's ``state.status``: ``pending``, ``running``,
+        ``completed`` or ``error``. A part that reached it before the call counts (the
+        kept history of :attr:`events`, oldest first; a part stored in that state if
+        the history was trimmed): ``since`` (a previous :attr:`event_count`) counts only
+        later ones, as for a second turn's tool. Any session's part, unless
+        ``session_id``. Raises ``TimeoutError`` after ``timeout`` seconds::
+
+            fake.script("work", [Tool("bash", {"command": "make"}, duration=float("inf"))])
+            await oc.send_turn("t", "go [[script:work]]")
+            part = await fake.wait_for_tool("bash")            # running now
+            assert part["state"]["input"] == {"command": "make"}
+            await oc.interrupt_turn("t")
+            await fake.wait_for_tool("bash", status="completed")   # "User aborted the command"
+        """
+        return await self._views.wait_for_tool(name, status, session_id, since, timeout)
+
+    async def wait_hanging(self, session_id: str, timeout: float = 5.0) -> None:
+        """Return once the run of ``session_id`` waits for nothing but an abort: it is in a
+        :class:`Hang` step or an endless tool (``Tool(..., duration=float("inf"))``).
+
+        So a test stops it knowing it is mid-run. Only the session's own run counts (a
+        parent waiting for its hanging ``task`` child does not hang itself). Raises
+        ``KeyError`` for an unknown session, ``TimeoutError`` after ``timeout`` seconds::
+
+            fake.script("child", [Text("working"), Hang()])
+            fake.script("root", [Task("explore", "child")])
+            root = (await oc.start_session("t")).session_id
+            await oc.send_turn("t", "go [[script:root]]")
+            await fake.wait_until(lambda: len(fake.tree(root)) == 2)
+            await fake.wait_hanging(fake.tree(root)[1])
+            await oc.interrupt_turn("t")
+        """
+        await self._views.wait_hanging(session_id, timeout)
+
+    def tree(self, root_id: str) -> list[str]:
+        """``root_id`` and the ids of all its descendants, breadth-first (root first),
+        children in creation order (``task`` children and API-created ones alike).
+        Raises ``KeyError`` for an unknown session::
+
+            assert fake.tree(root) == [root, child, grandchild]
+            assert not any(fake.sessions[s].busy for s in fake.tree(root))
+        """
+        return self._views.tree(root_id)
+
+    def pending_permissions(self, *, session_id: str | None = None) -> list[JSON]:
+        """The open permission requests, as ``GET /permission`` lists them (copies of its
+        objects: ``id``, ``sessionID``, ``permission``, ``patterns``, ``metadata``,
+        ``always``, ``tool``), oldest first, of every directory; of ``session_id`` only if
+        given. Like the real server, a request outlives an abort of its session::
+
+            await fake.wait_until(lambda: bool(fake.pending_permissions()))
+            [asked] = fake.pending_permissions(session_id=child)
+            assert asked["permission"] == "bash" and asked["patterns"] == ["rm -rf build"]
+        """
+        return self._views.pending("permission", session_id)
+
+    def pending_questions(self, *, session_id: str | None = None) -> list[JSON]:
+        """The open question requests, as ``GET /question`` lists them (``id``,
+        ``sessionID``, ``questions``, ``tool``); otherwise as :meth:`pending_permissions`::
+
+            [asked] = fake.pending_questions()
+            assert asked["questions"][0]["header"] == "Color"
+        """
+        return self._views.pending("question", session_id)
 
     async def aclose(self) -> None:
         """Stop everything: end event streams, cancel scripts, fail later requests.

@@ -9,6 +9,7 @@ runner and the routes never store without announcing, or announce without storin
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from .events import EventBus
 from .files import ProjectFiles
 from .ids import IdMinter
-from .records import FakeMessage, FakeSession, PendingRequest
+from .records import FakeMessage, FakeSession, PendingRequest, Run
 from .wire import IDLE, JSON, OPENCODE_VERSION, now_ms, sum_usage, zero_usage
 
 
@@ -174,6 +175,16 @@ class FakeState:
         message.info = info
         session._messages[message.id] = message
         self._emit("message.updated", {"sessionID": session.id, "info": info})
+
+    async def park(self, run: Run) -> None:
+        """Wait for the abort that cancels ``run`` (a :class:`Hang`, an endless tool),
+        marked parked meanwhile so that ``fake.wait_hanging`` sees it."""
+        run.parked = True
+        self.bus.notify()
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            run.parked = False
 
     def forget_request(self, request_id: str) -> PendingRequest | None:
         pending = self.requests_pending.pop(request_id, None)

@@ -143,7 +143,7 @@ class ToolSteps:
             await self.run_bash(run, part, step)
             return
         if step.duration == math.inf:
-            await asyncio.get_running_loop().create_future()
+            await self._state.park(run)
         elif step.duration > 0:
             await asyncio.sleep(step.duration)
         if step.error is not None:
@@ -169,7 +169,7 @@ class ToolSteps:
         command prints (a line at a time here); empty output completes as ``(no output)``."""
         part = self._writer.tool_progress(run, part, {"output": ""})
         if step.duration == math.inf:
-            await asyncio.get_running_loop().create_future()
+            await self._state.park(run)
         output = step.output or ""
         lines = output.splitlines(keepends=True)
         pause = step.duration / max(1, len(lines))
