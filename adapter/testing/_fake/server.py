@@ -372,6 +372,25 @@ class FakeOpenCodeServer(AsyncClosing):
         """
         return self.on(method, path_pattern, failure(status, times, body))
 
+    def fail_abort(self, session_id: str, *, status: int = 503, body: Any = None) -> Hook:
+        """Fail every abort of ``session_id`` (``POST /session/{id}/abort``) with ``status``.
+
+        Every attempt fails, the client's retries included (it retries an abort answered
+        5xx or 429), until ``hook.remove()``: a stop of a tree holding this session then
+        raises :class:`adapter.TreeStopError` naming it, while the rest of the tree
+        stops::
+
+            hook = fake.fail_abort(child)
+            with pytest.raises(TreeStopError) as caught:
+                await oc.interrupt_turn("t")
+            assert caught.value.first_failure.session_id == child
+            assert {call.status for call in hook.calls} == {503}
+
+        One ``client.abort`` makes 4 attempts (the default ``RetryPolicy``); a stop
+        makes several aborts. ``body`` is :meth:`fail`'s.
+        """
+        return self.fail("POST", f"/session/{session_id}/abort", status, times=None, body=body)
+
     def hold(self, method: str, path_pattern: str) -> Hold:
         """Hold matching requests until ``hold.release()``."""
         hold = Hold()
