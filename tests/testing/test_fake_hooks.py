@@ -85,6 +85,9 @@ async def test_fail_abort_fails_every_attempt_and_the_stop_names_the_session(
     assert {call.session_id for call in hook.calls} == {failing}
     assert fake.sessions[failing].busy
     assert not fake.sessions[root].busy and not fake.sessions[sibling].busy
+    hook.remove()
+    result = await oc.interrupt_turn(T)
+    assert result.stop is not None and result.stop.ok and not fake.sessions[failing].busy
 
 
 async def test_the_client_tries_an_abort_four_times_and_fail_abort_fails_them_all(

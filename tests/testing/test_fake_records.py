@@ -15,7 +15,8 @@ import pytest
 
 from adapter import OpenCodeAdapter
 from adapter.testing import RecordedRequest
-from adapter.testing.fake import FakeOpenCodeServer, FakeSession
+from adapter.testing.fake import FakeOpenCodeServer, FakeSession, Hang, Permission
+from tests.adapter_support import Recorder
 from tests.testing.fake_support import new_session, prompt
 
 PASSWORD = "s3cret-pass-word"
@@ -142,3 +143,20 @@ async def test_the_fake_is_an_async_context_manager_that_closes() -> None:
     async with FakeOpenCodeServer() as fake:
         assert not fake.closed
     assert fake.closed
+
+
+async def test_the_docs_example_of_assertions_on_what_was_sent(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """``docs/testing.md``, "Asserting on what was sent"."""
+    fake.script("ask", [Permission("bash", ["ls"]), Hang()])
+    root = (await oc.start_session("t")).session_id
+    await oc.send_turn("t", "go [[script:ask]]")
+    opened = await rec.wait_for("request.opened")
+    await oc.respond_to_request("t", opened.request_id, "accept")
+    [reply] = fake.calls("POST", "/permission/{id}/reply")
+    assert reply.body == {"reply": "once"}
+    child = fake.add_session(parent_id=root, busy=True)
+    await oc.interrupt_turn("t")
+    aborted = {r.session_id for r in fake.calls("POST", "/session/{id}/abort")}
+    assert aborted == set(fake.tree(root)) == {root, child}

@@ -12,6 +12,7 @@ import asyncio
 import httpx
 import pytest
 
+from adapter import OpenCodeAdapter
 from adapter.testing.fake import (
     FakeOpenCodeServer,
     Hang,
@@ -235,3 +236,44 @@ async def test_pending_requests_of_every_directory_and_after_an_abort(
     await client.post(f"/session/{sid}/abort")
     # Measured: a request outlives the abort of its session (still listed).
     assert [p["sessionID"] for p in fake.pending_permissions(session_id=sid)] == [sid]
+
+
+# ------------------------------------------------------------------ the docs' examples
+
+
+async def test_the_introduction_example_of_the_fake() -> None:
+    """``docs/testing.md``, "Testing your own code": a subagent stopped mid-run."""
+    async with FakeOpenCodeServer() as fake:
+        fake.script("child", [Hang()])
+        ls = Tool("bash", {"command": "ls"}, output="a\n")
+        fake.script("root", [ls, Task("explore", "child")])
+        async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+            root = (await oc.start_session("t")).session_id
+            await oc.send_turn("t", "go [[script:root]]")
+            await fake.wait_until(lambda: len(fake.tree(root)) == 2)
+            await fake.wait_hanging(fake.tree(root)[1])
+            await oc.interrupt_turn("t")
+            aborted = {r.session_id for r in fake.calls("POST", "/session/{id}/abort")}
+            assert aborted == set(fake.tree(root))
+    assert fake.closed
+
+
+async def test_the_docs_example_of_waiting_in_domain_terms(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
+    """``docs/testing.md``, "Waiting in domain terms"."""
+    root = (await oc.start_session("t")).session_id
+    fake.script("work", [Tool("bash", {"command": "make"}, duration=float("inf"))])
+    await oc.send_turn("t", "go [[script:work]]")
+    part = await fake.wait_for_tool("bash")
+    assert part["state"]["input"] == {"command": "make"}
+    await oc.interrupt_turn("t")
+
+    fake.script("ask", [Permission("bash", ["rm -rf build"])])
+    mark = fake.event_count
+    await oc.send_turn("t", "go [[script:ask]]")
+    pending = await fake.wait_for_tool("bash", status="pending", since=mark)
+    assert pending["id"] != part["id"]
+    await fake.wait_until(lambda: bool(fake.pending_permissions()))
+    [asked] = fake.pending_permissions(session_id=root)
+    assert asked["patterns"] == ["rm -rf build"]

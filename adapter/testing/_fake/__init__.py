@@ -122,7 +122,7 @@ composes them):
 
 * :mod:`.server` -- the public face: settings, request accounting, fault injection, waits;
 * :mod:`.steps` -- the script steps (:class:`Text`, :class:`Tool`, ...);
-* :mod:`.records` -- sessions, messages, runs and pending requests;
+* :mod:`.records` -- sessions, messages, runs, recorded and pending requests;
 * :mod:`.state` -- what the fake knows, changed with the events the real server emits;
 * :mod:`.runner` -- prompt queues and runs (abort, compaction, restart);
 * :mod:`.writer` -- the messages and parts a model step writes;
@@ -132,6 +132,8 @@ composes them):
 * :mod:`.session_routes`, :mod:`.server_routes` -- the routes' handlers;
 * :mod:`.events` -- the event bus and the ``GET /event`` streams;
 * :mod:`.hooks` -- hooks and holds in front of the routes;
+* :mod:`.views` -- waits and views in domain terms (a tool's status, a hanging run,
+  a tree, the open requests);
 * :mod:`.ids`, :mod:`.wire` -- ids, JSON bodies and error bodies.
 
 The public names are exported by :mod:`adapter.testing.fake`.
