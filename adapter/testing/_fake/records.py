@@ -58,7 +58,8 @@ class RecordedRequest:
     * ``body``: the parsed JSON when the body is valid JSON (whatever its content type,
       as the server reads it), else the raw bytes; ``None`` when empty (or JSON ``null``).
     * ``query``: :class:`httpx.QueryParams`, read-only; ``query["k"]`` is the first
-      value, ``query.get_list("k")`` all of them, and it compares equal to a ``dict``.
+      value, ``query.get_list("k")`` all of them; ``dict(query)`` is a plain dict of
+      the first values (a ``QueryParams`` compares equal only to a ``QueryParams``).
     * ``headers``: :class:`httpx.Headers` (case-insensitive), a copy.
 
     Credentials are never kept: the ``authorization`` (and ``proxy-authorization``)
