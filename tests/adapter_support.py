@@ -6,55 +6,20 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from adapter import Event, EventStream, OpenCodeAdapter, SessionInfo, TurnStart
+from adapter import Event, OpenCodeAdapter, SessionInfo, TurnStart
+from adapter.testing import EventRecorder
 from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook, Step, Text
 
 R = TypeVar("R")
 
 
-class Recorder:
-    """Collects every canonical event in the background of a test."""
-
-    def __init__(self, oc: OpenCodeAdapter) -> None:
-        self.stream: EventStream = oc.events()
-        self.events: list[Event] = []
-        self._changed = asyncio.Event()
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        async for event in self.stream:
-            self.events.append(event)
-            self._changed.set()
-
-    def of(self, type: str, thread_id: str | None = None) -> list[Any]:
-        return [
-            e
-            for e in self.events
-            if e.type == type and (thread_id is None or e.thread_id == thread_id)
-        ]
-
-    def types(self, thread_id: str | None = None) -> list[str]:
-        return [e.type for e in self.events if thread_id is None or e.thread_id == thread_id]
-
-    async def wait_for(
-        self, type: str, predicate: Callable[[Any], bool] | None = None, timeout: float = 5.0
-    ) -> Any:
-        async with asyncio.timeout(timeout):
-            while True:
-                for event in self.events:
-                    if event.type == type and (predicate is None or predicate(event)):
-                        return event
-                self._changed.clear()
-                await self._changed.wait()
+class Recorder(EventRecorder):
+    """The shipped recorder (``adapter.testing.EventRecorder``, the plugin's
+    ``opencode_events``), plus the project's own ``settle``."""
 
     async def settle(self, rounds: int = 20) -> None:
         for _ in range(rounds):
             await asyncio.sleep(0)
-
-    async def close(self) -> None:
-        await self.stream.aclose()
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
 
 
 def refuse(

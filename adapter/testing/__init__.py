@@ -6,15 +6,22 @@
 - :class:`ScriptedModelServer` — an OpenAI-compatible model on 127.0.0.1 that a
   real ``opencode serve`` can use offline (steps in :mod:`adapter.testing.model`).
 - :class:`RealOpenCodeServer` — a real, isolated, offline ``opencode serve``.
+- :class:`EventRecorder` — every canonical event of an adapter, recorded for a test to
+  wait on (``wait_for``) and read (``of``, ``types``, ``of_turn``).
+
+The pytest plugin (:mod:`adapter.testing.pytest_plugin`, entry point ``opencode_tree``)
+gives them as fixtures.
 
 See ``docs/testing.md``.
 """
 
 from ._real_server import RealOpenCodeServer, find_opencode_binary, free_port
+from ._recorder import EventRecorder
 from .fake import FakeOpenCodeServer, RecordedRequest
 from .model import ModelRequest, ScriptedModelServer, script_marker
 
 __all__ = [
+    "EventRecorder",
     "FakeOpenCodeServer",
     "ModelRequest",
     "RealOpenCodeServer",
