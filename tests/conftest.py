@@ -14,6 +14,9 @@ from adapter.testing.fake import FakeOpenCodeServer
 from tests.adapter_support import Record, Recorder
 from tests.support import BASE
 
+#: tests/testing/test_pytest_plugin.py runs a host's tests of the shipped plugin in a subprocess.
+pytest_plugins = ["pytester"]
+
 
 class _CapturedEvents(logging.Handler):
     """Each of the library's records as its structlog event dict, with ``log_level``
