@@ -1,0 +1,99 @@
+"""docs/testing.md's "Write your own contract tests", run as a host author runs it.
+
+The page's files (marked ``<!-- contract-example: NAME -->`` before their code block)
+are written into ``pytester``'s temporary directory and pytest runs there in a
+subprocess, the plugin found by its entry point: the example passes as printed. Broken
+variants of the host then fail the tests meant to catch them, so the example's tests
+test something.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import adapter
+
+CHECKOUT = Path(adapter.__file__).resolve().parent.parent
+PAGE = CHECKOUT / "docs" / "testing.md"
+BLOCK = re.compile(r"<!-- contract-example: (\S+) -->\n```\w*\n(.*?)```", re.S)
+TESTS = 7
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def example_files() -> dict[str, str]:
+    """The example's files, by name, as the page prints them."""
+    return dict(BLOCK.findall(PAGE.read_text()))
+
+
+def broken(source: str, working: str, broken: str) -> str:
+    """``source`` with ``working`` replaced by ``broken`` (which must be there)."""
+    assert working in source, f"the page's host no longer contains {working!r}"
+    return source.replace(working, broken)
+
+
+@pytest.fixture(autouse=True)
+def this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(CHECKOUT))
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+
+def run_example(pytester: pytest.Pytester, files: dict[str, str]) -> pytest.RunResult:
+    for name, text in files.items():
+        (pytester.path / name).write_text(text)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf", timeout=120)
+
+
+def test_the_page_prints_the_configuration_the_host_and_its_tests() -> None:
+    assert set(example_files()) == {"pyproject.toml", "chat_host.py", "test_chat_host.py"}
+
+
+def test_the_example_passes_as_printed(pytester: pytest.Pytester) -> None:
+    result = run_example(pytester, example_files())
+    result.assert_outcomes(passed=TESTS)
+
+
+@pytest.mark.parametrize(
+    ("working", "broken_by", "caught_by"),
+    [
+        pytest.param(
+            '"accept_for_session" if always else "accept"',
+            '"accept_for_session"',
+            ["test_a_subagents_permission_waits_for_the_user"],
+            id="allows-always",
+        ),
+        pytest.param(
+            'kept = error.partial.text if error.partial is not None else ""',
+            'kept = ""',
+            ["test_a_subagent_that_cannot_be_stopped_is_named"],
+            id="forgets-what-a-failed-stop-kept",
+        ),
+        pytest.param(
+            "failed = [s.session_id for s in error.report.failures]",
+            "failed = []",
+            ["test_a_subagent_that_cannot_be_stopped_is_named"],
+            id="hides-the-session-not-stopped",
+        ),
+        pytest.param(
+            'case ContentDelta(stream="assistant_text", delta=delta):',
+            "case ContentDelta(delta=delta) if not answer:",
+            ["test_nothing_is_lost_when_the_event_stream_drops"],
+            id="keeps-only-the-first-delta",
+        ),
+    ],
+)
+def test_a_broken_host_fails_the_test_meant_to_catch_it(
+    pytester: pytest.Pytester, working: str, broken_by: str, caught_by: list[str]
+) -> None:
+    files = example_files()
+    files["chat_host.py"] = broken(files["chat_host.py"], working, broken_by)
+    result = run_example(pytester, files)
+    failed = sorted(
+        line.split("::")[1].split(" ")[0]
+        for line in result.outlines
+        if line.startswith("FAILED test_chat_host.py::")
+    )
+    assert failed == sorted(caught_by), result.stdout.str()[-3000:]
