@@ -7,6 +7,7 @@ alongside a turn on the real server.
 
 from __future__ import annotations
 
+from .background_scenarios import BACKGROUND_SCENARIOS
 from .host_scenarios import HOST_SCENARIOS
 from .language import (
     CONTINUATION_TEXT,
@@ -29,7 +30,8 @@ from .language import (
     WaitIdle,
     WaitModelCall,
 )
-from .order import ANY, Before, Constraint, Never, Occurs, On
+from .order import ANY, Before, Never, Occurs, On
+from .vocabulary import busy, finished, idle, text_done, titled, tool, turn_order, user
 
 UNKNOWN_SESSION = "ses_0000000000000000000000unknown"
 """A well-formed id no server knows."""
@@ -44,75 +46,6 @@ QUESTIONS = (
         ],
     },
 )
-
-
-def user(alias: str) -> On:
-    return On("message.updated", alias, {"info.role": "user"})
-
-
-def busy(alias: str) -> On:
-    return On("session.status", alias, {"status.type": "busy"})
-
-
-def idle(alias: str) -> On:
-    return On("session.idle", alias)
-
-
-def tool(alias: str, name: str, status: str) -> On:
-    return On("message.part.updated", alias, {"part.tool": name, "part.state.status": status})
-
-
-def text_done(alias: str, text: str) -> On:
-    return On("message.part.updated", alias, {"part.type": "text", "part.text": text})
-
-
-def turn_order(alias: str) -> list[Constraint]:
-    """A run of ``alias``: the prompt's echo, then busy, then idle."""
-    return [Before(user(alias), busy(alias)), Before(busy(alias), idle(alias))]
-
-
-def finished(alias: str, finish: str = "stop") -> On:
-    return On("message.updated", alias, {"info.role": "assistant", "info.finish": finish})
-
-
-BACKGROUND_STARTED = On(
-    "message.part.updated",
-    "root",
-    {"part.tool": "task", "part.state.status": "completed", "part.state.metadata.background": True},
-)
-"""The root's background ``task`` call, completed at once (``metadata.jobId`` = the child)."""
-
-SYNTHETIC_RESULT = On("message.part.updated", "root", {"part.synthetic": True})
-"""The synthetic user message that brings a background child's end to the root."""
-
-
-def background_child_stopped(name: str, abort: str, constraints: list[Constraint]) -> Scenario:
-    """The root launched a background child and went idle; ``abort`` (a path) stops the
-    child's hanging model call. The root never hears of the child's end."""
-    return Scenario(
-        name,
-        [
-            titled("root"),
-            Prompt("root", "main"),
-            WaitIdle("root"),
-            WaitModelCall("root/0"),
-            Call("POST", abort),
-            WaitIdle("root/0"),
-            Settle(),
-        ],
-        scripts={
-            "main": [CallTask("bg work", "child", background=True), Say("launched")],
-            "child": [Hangs()],
-        },
-        constraints=[*constraints, Never(SYNTHETIC_RESULT)],
-        background_subagents=True,
-    )
-
-
-def titled(
-    alias: str, title: str | None = None, parent: str | None = None, ask_bash: bool = False
-) -> Create:
-    return Create(alias, title or f"diff {alias}", parent=parent, ask_bash=ask_bash)
 
 
 SCENARIOS: list[Scenario] = [
@@ -727,97 +660,7 @@ SCENARIOS: list[Scenario] = [
         ],
         auto_compaction=True,
     ),
-    # ------------------------------------------------------------------ background subagents
-    # Measured on 1.18.34 with OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=true: the task
-    # part completes at once, the root answers and idles while the child works; the
-    # child's end writes a synthetic user message into the root and runs it again.
-    Scenario(
-        "background_task_result_runs_the_parent_again",
-        [
-            titled("root"),
-            Prompt("root", "main"),
-            WaitFor(tool("root", "task", "completed")),
-            WaitIdle("root/0"),
-            WaitFor(text_done("root", "root ran on the result")),
-            WaitIdle("root"),
-        ],
-        scripts={
-            "main": [
-                CallTask("bg work", "child", background=True),
-                Say("root answered at once"),
-                Say("root ran on the result"),
-            ],
-            "child": [CallBash("sleep 1; echo hi", "hi\n", seconds=1.0), Say("child done")],
-        },
-        constraints=[
-            Occurs(BACKGROUND_STARTED),
-            Before(text_done("root", "root answered at once"), idle("root/0")),
-            Before(idle("root"), idle("root/0")),
-            Before(idle("root/0"), SYNTHETIC_RESULT),
-            Before(SYNTHETIC_RESULT, text_done("root", "root ran on the result")),
-            Occurs(user("root"), 2, 2),
-            Occurs(idle("root"), 2, 2),
-        ],
-        background_subagents=True,
-    ),
-    Scenario(
-        "background_task_failure_runs_the_parent_again",
-        [
-            titled("root"),
-            Prompt("root", "main"),
-            WaitIdle("root/0"),
-            WaitFor(text_done("root", "root saw the failure")),
-            WaitIdle("root"),
-        ],
-        scripts={
-            "main": [
-                CallTask("bg work", "child", background=True),
-                Say("root answered at once"),
-                Say("root saw the failure"),
-            ],
-            "child": [Fails(400, "invalid_request_error", "the child's request was bad")],
-        },
-        constraints=[
-            Before(idle("root/0"), SYNTHETIC_RESULT),
-            Before(SYNTHETIC_RESULT, text_done("root", "root saw the failure")),
-        ],
-        background_subagents=True,
-    ),
-    # A background child aborted alone (the root idle): no message, no run of the root;
-    # the child says idle three times (once more than a foreground child).
-    background_child_stopped(
-        "background_task_stopped_alone",
-        "/session/{root/0}/abort",
-        [
-            Before(idle("root"), On("session.error", "root/0")),
-            Occurs(On("session.error", "root/0", {"error.name": "MessageAbortedError"}), 1, 1),
-            Occurs(idle("root/0"), 3, 3),
-            Occurs(idle("root"), 1, 1),
-        ],
-    ),
-    # The idle root's abort stops its background child first; nothing runs again.
-    background_child_stopped(
-        "background_task_stopped_with_the_idle_parent",
-        "/session/{root}/abort",
-        [
-            Before(On("session.error", "root/0"), idle("root"), then_nth=2),
-            Occurs(idle("root/0"), 2, 2),
-            Never(On("session.error", "root")),
-        ],
-    ),
-    # Without the flag (the shared server): the call fails and no child is created.
-    Scenario(
-        "background_task_without_the_flag",
-        [titled("root"), Prompt("root", "main"), WaitIdle("root")],
-        scripts={
-            "main": [CallTask("bg work", "child", background=True), Say("no background")],
-            "child": [Say("never")],
-        },
-        constraints=[
-            Occurs(tool("root", "task", "error")),
-            Occurs(On("session.created"), 1, 1),
-        ],
-    ),
+    *BACKGROUND_SCENARIOS,
 ]
 """Every scenario, in the order they run."""
 
