@@ -52,6 +52,8 @@ async def test_a_hold_and_a_custom_hook_record_their_calls(
     ]
     assert hook.calls[0].body == {"title": "x"}
     assert hold.hook is not None and hold.hook.call_count == 1
+    assert hold.call_count == 1 and hold.calls == hold.hook.calls, "a hold is a hook too"
+    assert fake.hold_run_end().calls == [], "a run-end hold holds runs, not requests"
 
 
 async def test_a_fault_injected_once_is_retried_away_by_the_client(

@@ -156,6 +156,17 @@ class Hold:
         self._released = asyncio.Event()
 
     @property
+    def calls(self) -> list[RecordedRequest]:
+        """The requests that matched this hold, oldest first (its hook's ``calls``;
+        none for a :class:`RunEndHold`, which holds runs, not requests)."""
+        return [] if self.hook is None else self.hook.calls
+
+    @property
+    def call_count(self) -> int:
+        """How many requests matched this hold."""
+        return len(self.calls)
+
+    @property
     def released(self) -> bool:
         """Whether :meth:`release` was called."""
         return self._released.is_set()
