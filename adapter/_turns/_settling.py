@@ -175,8 +175,14 @@ class Settling:
             # Still running after an outage: what the stream missed meanwhile (an echo,
             # output) is only stored, and the idle to come may read nothing (the run
             # looks finished to it): read it now.
-            if outage and await self._read_stored(thread, turn) is None:
-                return
+            if outage:
+                if await self._read_stored(thread, turn) is None:
+                    return
+                if turn.idles != idles:
+                    # The run ended while we asked: its idle came while the turn still
+                    # waited for an echo only the stored messages had, so no event will
+                    # settle it (the watchdog would, after quiet_check): ask again.
+                    continue
             if turn.phase is TurnPhase.SETTLING:
                 thread.lifecycle.advance(turn, TurnPhase.STREAMING)
             return

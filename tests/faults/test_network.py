@@ -380,6 +380,43 @@ async def test_what_a_run_did_during_an_outage_is_said_when_the_stream_is_back_b
     await h.consistent()
 
 
+async def test_a_run_that_ends_while_the_reconnect_reads_its_stored_messages_ends_the_turn(
+    fake: FakeOpenCodeServer, h: Harness
+) -> None:
+    """Two prompts of one turn sent during an event stream outage: their echoes are
+    only stored. The stream is back while the second run still goes, so the
+    reconnection's reconcile finds the root busy and reads the stored messages. The run
+    ends while that read waits: its idle arrives while the turn still waits for the
+    first prompt's echo. The read then brings that echo, the run is over, and the turn
+    ends at once (found by the stateful test: it stayed running until the watchdog's
+    quiet check, ``Timeouts.quiet_check``, 30 s)."""
+    fake.script("first", [Text("first.")])
+    fake.script("second", [Text(" second.")])
+    info = await h.oc.start_session(T)
+    root = info.session_id
+    reconnect = fake.hold("GET", "/event")
+    fake.drop_event_streams()
+    await h.rec.wait_for("runtime.warning")
+    turn = await h.oc.send_turn(T, "go [[script:first]]")
+    await fake.wait_until(lambda: len(fake.sessions[root].messages) == 2, timeout=5)
+    await fake.wait_until(lambda: not fake.sessions[root].busy, timeout=5)
+    run_end = fake.hold_run_end(root)
+    await h.oc.send_turn(T, "go [[script:second]]")  # into the same turn
+    await run_end.wait_started()  # answered and stored, unseen; the root is busy
+    read = fake.hold("GET", f"/session/{root}/message")
+    reconnect.release()
+    await read.wait_started()  # the reconcile found the root busy and reads
+    running = h.oc._core.threads[T].turn
+    assert running is not None and running.turn_id == turn.turn_id
+    run_end.release()
+    await fake.wait_until(lambda: running.idle_before_echo, timeout=5)  # the idle, seen
+    read.release()
+    done = await h.rec.wait_for("turn.completed", timeout=5)
+    assert done.turn_id == turn.turn_id and done.state == "completed"
+    assert "".join(e.delta for e in h.rec.of("content.delta", T)) == "first. second."
+    await h.consistent()
+
+
 async def test_output_of_an_outage_is_said_when_the_turn_ends_before_the_reconcile_answers(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
