@@ -488,6 +488,8 @@ async def test_a_failed_interrupt_carries_what_the_turn_had_produced(
     assert partial.text == "Looking into it. "
     assert partial.usage.total_tokens == reported.total_tokens > 0
     assert partial.usage.cost == reported.cost
+    failed = await rec.wait_for("turn.stop_failed")
+    assert failed.partial is partial, "every subscriber learns what was kept, not only the caller"
 
 
 async def test_a_failed_interrupt_with_no_turn_carries_an_empty_partial(

@@ -261,9 +261,11 @@ class Lifecycle:
 
     def stop_failed(self, turn_id: str | None, error: BaseException) -> None:
         """The stop could not stop the whole tree: ``turn.stop_failed`` with the first
-        failure and the walk's report (when it got that far)."""
+        failure, the walk's report (when it got that far) and what the turn had produced
+        (the error's ``partial``, when it carries one)."""
         report = getattr(error, "report", None)
         first = getattr(error, "first_failure", None)
+        partial = getattr(error, "partial", None)
         self._emit(
             TurnStopFailed(
                 thread_id=self.thread_id,
@@ -272,6 +274,7 @@ class Lifecycle:
                 error_type=type(error).__name__,
                 first_failure=getattr(first, "session_id", None),
                 stop=report if isinstance(report, StopReport) else None,
+                partial=partial if isinstance(partial, PartialResult) else None,
             )
         )
 

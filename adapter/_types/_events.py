@@ -365,7 +365,9 @@ class TurnStopFailed(TurnEvent):
 
     ``error`` is the first failure's message and ``error_type`` its exception's name;
     ``first_failure`` the session it happened in (``None`` when the walk itself ran out
-    of time); ``stop`` the walk's report (``None`` if the stop failed before walking).
+    of time); ``stop`` the walk's report (``None`` if the stop failed before walking);
+    ``partial`` what the turn had produced, as the events showed it (the
+    :class:`~adapter.TreeStopError`'s ``partial``; ``None`` for another failure).
     """
 
     type: Literal["turn.stop_failed"] = "turn.stop_failed"
