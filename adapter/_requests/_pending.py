@@ -70,11 +70,7 @@ class Requests:
         if isinstance(event, PermissionAsked):
             opened = RequestOpened(**common, permission=event.permission, patterns=event.patterns)
             request = OpenRequest(
-                "permission",
-                request_id,
-                event.session_id,
-                call_id=event.tool_call_id,
-                announced=opened,
+                "permission", request_id, event.session_id, opened, call_id=event.tool_call_id
             )
         else:
             opened = UserInputRequested(**common, questions=event.questions)
@@ -82,9 +78,9 @@ class Requests:
                 "question",
                 request_id,
                 event.session_id,
+                opened,
                 event.questions,
                 _asking_call(event),
-                announced=opened,
             )
         pending[request_id] = request
         self._core.emit(opened)
@@ -109,7 +105,7 @@ class Requests:
     def open_in(thread: ThreadState) -> list[RequestOpened | UserInputRequested]:
         """The tree's open requests, each as the event that announced it, oldest first
         (``pending`` keeps the order they were opened in)."""
-        return [r.announced for r in thread.requests.pending.values() if r.announced is not None]
+        return [request.announced for request in thread.requests.pending.values()]
 
     # -- withdrawn ----------------------------------------------------------------
 

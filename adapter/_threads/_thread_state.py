@@ -70,12 +70,12 @@ class OpenRequest:
     kind: Literal["permission", "question"]
     request_id: str
     session_id: str
+    #: The event that announced it to the host (``pending_requests`` lists it again).
+    announced: RequestOpened | UserInputRequested
     questions: tuple[Mapping[str, Any], ...] = ()
     #: The tool call that asked (``callID``), when the server says: once that call
     #: has ended unanswered (its run was aborted), the request is moot.
     call_id: str | None = None
-    #: The event that announced it to the host (``pending_requests`` lists it again).
-    announced: RequestOpened | UserInputRequested | None = None
 
 
 @dataclass(eq=False, slots=True)
