@@ -10,13 +10,11 @@ test something.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-import adapter
+from tests.testing.user_runs import CHECKOUT, as_a_user, run_user_tests
 
-CHECKOUT = Path(adapter.__file__).resolve().parent.parent
 PAGE = CHECKOUT / "docs" / "testing.md"
 BLOCK = re.compile(r"<!-- contract-example: (\S+) -->\n```\w*\n(.*?)```", re.S)
 TESTS = 7
@@ -37,14 +35,13 @@ def broken(source: str, working: str, broken: str) -> str:
 
 @pytest.fixture(autouse=True)
 def this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(CHECKOUT))
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    as_a_user(monkeypatch)
 
 
 def run_example(pytester: pytest.Pytester, files: dict[str, str]) -> pytest.RunResult:
     for name, text in files.items():
         (pytester.path / name).write_text(text)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf", timeout=120)
+    return run_user_tests(pytester, "-rf")
 
 
 def test_the_page_prints_the_configuration_the_host_and_its_tests() -> None:

@@ -10,23 +10,20 @@ this test process imports.
 from __future__ import annotations
 
 import importlib.metadata
-from pathlib import Path
 
 import pytest
 
-import adapter
 from adapter.testing import find_opencode_binary, pytest_plugin
+from tests.testing.user_runs import as_a_user, run_user_tests
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
-CHECKOUT = Path(adapter.__file__).resolve().parent.parent
 ENTRY_POINT = "opencode_tree"
 
 
 @pytest.fixture(autouse=True)
 def this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(CHECKOUT))
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    as_a_user(monkeypatch)
 
 
 def user_project(
@@ -45,8 +42,7 @@ def user_project(
         pytester.makepyfile(**{name: source})
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=120)
+run = run_user_tests
 
 
 def test_the_installed_package_declares_the_entry_point() -> None:
