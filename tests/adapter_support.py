@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
+
+import httpx
 
 from adapter import Event, OpenCodeAdapter, SessionInfo, TurnStart
 from adapter.testing import EventRecorder
@@ -20,6 +22,32 @@ class Recorder(EventRecorder):
     async def settle(self, rounds: int = 20) -> None:
         for _ in range(rounds):
             await asyncio.sleep(0)
+
+
+class SentBodies(Sequence[Any]):
+    """The JSON bodies of the ``POST``s to ``route`` the fake receives from now on, a live
+    view of what a pass-through hook recorded (``hook.calls``)."""
+
+    def __init__(self, fake: FakeOpenCodeServer, route: str) -> None:
+        async def let_through(request: httpx.Request) -> None:
+            return None
+
+        self._hook = fake.on("POST", route, let_through)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return [call.body for call in self._hook.calls][index]
+
+    def __len__(self) -> int:
+        return self._hook.call_count
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other
+
+    __hash__ = None  # type: ignore[assignment]  # a live view: equal to its list
 
 
 def refuse(

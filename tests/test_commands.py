@@ -12,15 +12,13 @@ sent, still runs on the server; an unknown command is a bare 500 (its reason in 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-import httpx
 import pytest
 
 from adapter import InvalidInputError, OpenCodeAdapter, RequestError, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, SentBodies
 
 T = "thread"
 HELLO = {"name": "hello", "description": "Greets", "template": "Say hello to $ARGUMENTS"}
@@ -42,26 +40,11 @@ def hello(fake: FakeOpenCodeServer) -> None:
     fake.inventory.commands.insert(2, dict(HELLO))
 
 
-def command_bodies(fake: FakeOpenCodeServer) -> list[dict[str, Any]]:
-    """The body of every ``POST /session/{id}/command`` from now on."""
-    bodies: list[dict[str, Any]] = []
-
-    async def keep(request: httpx.Request) -> None:
-        bodies.append(json.loads(await request.aread()))
-
-    fake.on("POST", COMMAND, keep)
-    return bodies
-
-
-def command_requests(fake: FakeOpenCodeServer) -> list[Any]:
-    return [r for r in fake.requests if r.method == "POST" and r.path.endswith("/command")]
-
-
 async def test_a_command_runs_as_a_turn_with_the_events_and_usage_of_a_prompt(
     fake: FakeOpenCodeServer, oc: OpenCodeAdapter, rec: Recorder
 ) -> None:
     fake.script("cmd", [Tool("bash", {"command": "ls"}, output="a\n"), Text("hello world")])
-    bodies = command_bodies(fake)
+    bodies = SentBodies(fake, COMMAND)
     root = (await oc.start_session(T)).session_id
     turn = await oc.run_command(T, "hello", "world [[script:cmd]]")
     completed = await rec.wait_for("turn.completed")
@@ -75,7 +58,7 @@ async def test_a_command_runs_as_a_turn_with_the_events_and_usage_of_a_prompt(
     first = fake.sessions[root].messages[0]
     # The server took our message id: the echo is recognised as the turn's own.
     assert (first.id, first.text) == (bodies[0]["messageID"], "Say hello to world [[script:cmd]]")
-    assert [r.status for r in command_requests(fake)] == [200]
+    assert [r.status for r in fake.calls("POST", COMMAND)] == [200]
     assert oc.session_info(T).status == "ready"
 
 
@@ -83,7 +66,7 @@ async def test_model_agent_and_a_leading_slash_are_passed_as_the_server_takes_th
     fake: FakeOpenCodeServer, oc: OpenCodeAdapter, rec: Recorder
 ) -> None:
     fake.script("cmd", [Text("ok")])
-    bodies = command_bodies(fake)
+    bodies = SentBodies(fake, COMMAND)
     await oc.start_session(T)
     await oc.run_command(T, "/hello", "[[script:cmd]]", model="fake/fake-model", agent="plan")
     await rec.wait_for("turn.completed")
@@ -99,7 +82,7 @@ async def test_an_unknown_command_is_refused_naming_the_known_ones_and_nothing_i
         await oc.run_command(T, "nope")
     assert "'nope'" in str(caught.value)
     assert "init, review, hello, customize-opencode" in str(caught.value)
-    assert command_requests(fake) == []
+    assert fake.calls("POST", COMMAND) == []
     assert rec.of("turn.started") == []
     assert oc.session_info(T).status == "ready"
 
@@ -128,7 +111,7 @@ async def test_a_command_is_refused_while_a_turn_runs_and_that_turn_goes_on(
     running = await oc.send_turn(T, "go [[script:long]]")
     with pytest.raises(InvalidInputError, match="has one running"):
         await oc.run_command(T, "hello", "x")
-    assert command_requests(fake) == []
+    assert fake.calls("POST", COMMAND) == []
     assert oc.session_info(T).active_turn_id == running.turn_id
     result = await oc.interrupt_turn(T)
     assert result.turn_id == running.turn_id
@@ -150,7 +133,7 @@ async def test_a_stop_during_a_command_stops_its_whole_tree_and_its_request_retu
     assert [c.tool for c in result.partial.completed_calls] == ["bash"]
     assert not fake.sessions[root].busy and not fake.sessions[child].busy
     # The blocking request came back with the aborted answer.
-    await _until(lambda: [r.status for r in command_requests(fake)] == [200])
+    await _until(lambda: [r.status for r in fake.calls("POST", COMMAND)] == [200])
     assert oc.session_info(T).status == "ready"
 
 

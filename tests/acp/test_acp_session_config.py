@@ -10,10 +10,8 @@ server's slash commands, and a prompt ``/name args`` of a known command runs it.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-import httpx
 import pytest
 from acp import RequestError, text_block
 from acp.schema import (
@@ -29,20 +27,10 @@ from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Text
 from tests.acp.support import Harness
+from tests.adapter_support import SentBodies
 
 PROMPT = "/session/{id}/prompt_async"
 COMMAND = "/session/{id}/command"
-
-
-def bodies(fake: FakeOpenCodeServer, route: str) -> list[dict[str, Any]]:
-    """The body of every ``POST`` to ``route`` from now on."""
-    kept: list[dict[str, Any]] = []
-
-    async def keep(request: httpx.Request) -> None:
-        kept.append(json.loads(await request.aread()))
-
-    fake.on("POST", route, keep)
-    return kept
 
 
 def options_of(config_options: Any) -> dict[str, Any]:
@@ -80,7 +68,7 @@ async def test_set_mode_plan_makes_the_next_prompt_carry_agent_plan(
 ) -> None:
     fake.script("ok", [Text("fine")])
     sid, _ = await new(acp_client)
-    sent = bodies(fake, PROMPT)
+    sent = SentBodies(fake, PROMPT)
     await acp_client.conn.set_session_mode(session_id=sid, mode_id="plan")
     await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:ok]]")])
     assert sent[-1]["agent"] == "plan"
@@ -95,7 +83,7 @@ async def test_set_config_option_changes_agent_model_and_permission_mode(
 ) -> None:
     fake.script("ok", [Text("fine")])
     sid, _ = await new(acp_client)
-    sent = bodies(fake, PROMPT)
+    sent = SentBodies(fake, PROMPT)
     answer = await acp_client.conn.set_config_option(
         session_id=sid, config_id="agent", value="plan"
     )
@@ -172,7 +160,7 @@ async def test_available_commands_follow_session_new_and_a_slash_prompt_runs_the
     assert {"init", "review", "hello"} <= set(listed)
     assert listed["hello"].description == "Greets"
     assert listed["hello"].input is not None
-    sent = bodies(fake, COMMAND)
+    sent = SentBodies(fake, COMMAND)
     fake.script("cmd", [Text("hello world")])
     response = await acp_client.conn.prompt(
         session_id=sid, prompt=[text_block("/hello the world [[script:cmd]]")]
@@ -188,8 +176,8 @@ async def test_a_slash_prompt_of_no_known_command_is_an_ordinary_prompt(
 ) -> None:
     fake.script("ok", [Text("fine")])
     sid, _ = await new(acp_client)
-    sent = bodies(fake, PROMPT)
-    commands = bodies(fake, COMMAND)
+    sent = SentBodies(fake, PROMPT)
+    commands = SentBodies(fake, COMMAND)
     await acp_client.conn.prompt(
         session_id=sid, prompt=[text_block("/tmp/x is a path [[script:ok]]")]
     )

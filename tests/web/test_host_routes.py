@@ -9,13 +9,12 @@ OpenCode.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, SentBodies
 from tests.web.conftest import RunTurn
 from tests.web.test_api import error_of, expect_invalid
 
@@ -25,17 +24,6 @@ MODEL = "fake/fake-model"
 def sent(fake: FakeOpenCodeServer, suffix: str) -> list[str]:
     """The paths of every ``POST /session/{id}{suffix}`` so far."""
     return [r.path for r in fake.requests if r.method == "POST" and r.path.endswith(suffix)]
-
-
-def bodies(fake: FakeOpenCodeServer, route: str) -> list[dict[str, Any]]:
-    """The body of every ``POST {route}`` from now on."""
-    kept: list[dict[str, Any]] = []
-
-    async def keep(request: httpx.Request) -> None:
-        kept.append(json.loads(await request.aread()))
-
-    fake.on("POST", route, keep)
-    return kept
 
 
 async def test_the_inventory_is_the_adapters(
@@ -55,7 +43,7 @@ async def test_the_inventory_is_the_adapters(
 async def test_a_thread_made_with_a_model_and_an_agent_sends_them_with_its_turns(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    prompts = bodies(fake, "/session/{id}/prompt_async")
+    prompts = SentBodies(fake, "/session/{id}/prompt_async")
     made = await client.post("/threads", json={"thread_id": "t", "model": MODEL, "agent": "plan"})
     assert made.status_code == 201, made.text
     fake.script("hi", [Text("hi")])
@@ -138,7 +126,7 @@ async def test_a_command_runs_as_a_turn(
     client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
 ) -> None:
     fake.script("cmd", [Text("initialised")])
-    commands = bodies(fake, "/session/{id}/command")
+    commands = SentBodies(fake, "/session/{id}/command")
     response = await client.post(
         f"/threads/{thread}/commands", json={"name": "init", "arguments": "[[script:cmd]]"}
     )
