@@ -17,10 +17,9 @@ from playwright.async_api import Browser, Page
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Task, Text, Tool
 from adapter.web import create_app
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, SentBodies
 from tests.test_stop_subagent import aborted, script_parallel
 from tests.web.browser_support import chromium, serving
-from tests.web.test_host_routes import bodies
 from tests.web.test_page import TURN_COMPLETED, open_page
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
@@ -138,8 +137,8 @@ async def test_the_meter_the_cost_and_the_plan_follow_the_turn(
 async def test_the_pickers_come_from_the_inventory_and_a_slash_command_runs(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, browser: Browser
 ) -> None:
-    commands = bodies(fake, "/session/{id}/command")
-    prompts = bodies(fake, "/session/{id}/prompt_async")
+    commands = SentBodies(fake, "/session/{id}/command")
+    prompts = SentBodies(fake, "/session/{id}/prompt_async")
     fake.script("cmd", [Text("initialised")])
     fake.script("hi", [Text("a plain prompt")])
     await oc.start_session("tc")
