@@ -6,7 +6,8 @@ confirm). Scattered keywords give a host no single place to read what is
 bounded, by how much, and why; :class:`Timeouts` is that place (the keywords
 were removed after 0.1).
 
-Every field is in seconds and must be a positive finite number. The last four are
+Every field is in seconds and must be a positive finite number. Four of them
+(``watchdog``, ``quiet_check``, ``owner_lookup_retry``, ``skip_report``) are
 intervals rather than bounds: how often the adapter looks again, or retries, or reports.
 They are here because a host's test waits on them (a held turn is noticed at the
 watchdog's next look, a lost idle after ``quiet_check``) and must be able to shorten
@@ -69,6 +70,14 @@ class Timeouts:
         The longest wait between two of those status retries (the backoff
         doubles from 0.1 s up to this cap), so a recovered server is noticed
         within 5 s.
+    ``unreachable`` (default 5)
+        An external server whose event stream is lost and whose every connection
+        attempt since is refused (nothing listens: its process is gone) for this
+        long is unreachable: every running turn of its threads ends ``failed``
+        (``error_name="ServerUnreachable"``); the threads stay and go on once it
+        listens again. Measured on 1.18.34, a killed ``opencode serve`` refuses at
+        once, and one started again answers within about 2 s: 5 s tells a dead
+        server from a blip without leaving a host's spinner running for a minute.
     ``summarize`` (default 600)
         ``summarize_thread``: OpenCode answers ``POST /session/{id}/summarize``
         only once the summary is written, after the step under way finishes, so
@@ -114,6 +123,8 @@ class Timeouts:
     quiet_check: float = 30.0
     owner_lookup_retry: float = 0.2
     skip_report: float = 10.0
+    #: Last, so that positional construction of the fields above is unchanged.
+    unreachable: float = 5.0
 
     def __post_init__(self) -> None:
         for item in fields(self):

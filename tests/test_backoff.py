@@ -93,6 +93,11 @@ async def reconnect_waits(
         def running(self) -> bool:
             return client.opened < len(script)
 
+        unreachable_after = None
+
+        def unreachable(self, seconds: float) -> None:
+            pass
+
     pump = EventPump(None, client, Sink())  # type: ignore[arg-type]
     await asyncio.wait_for(pump.run(), 10)
     return [w for w in waits if w > 0]

@@ -28,16 +28,25 @@ It never dies while it should run:
   it starts again after a connection that lasted :data:`_STABLE_AFTER`
   seconds, and after any opened stream the server ended (a server that drops
   streams again and again is reconnected after the first step each time).
+* A server that refuses every connection (nothing listens: its process is gone)
+  for the sink's ``unreachable_after`` seconds (``Timeouts.unreachable``) is reported once:
+  ``unreachable``, so that the turns waiting on it end instead of waiting for an
+  answer that cannot come. The clock starts at the first refused connection and
+  stops at any answer (a stream opened, or an HTTP status): something listens
+  again. The pump goes on reconnecting; ``restored`` follows when it is back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+import httpx
 
 from .._base._unicode import well_formed
 from .._client import OpenCodeClient
@@ -79,6 +88,15 @@ class StreamSink(Protocol):
 
     def running(self) -> bool:
         """Whether the pump should go on (``False`` once the adapter closes)."""
+
+    @property
+    def unreachable_after(self) -> float | None:
+        """Seconds of refused connections after which :meth:`unreachable` is called
+        (``None``: never)."""
+
+    def unreachable(self, seconds: float) -> None:
+        """Every connection was refused for ``unreachable_after`` seconds (``seconds``:
+        how long, measured); once per outage."""
 
 
 @dataclass(slots=True)
@@ -156,6 +174,12 @@ class EventPump:
         self._should_run = sink.running
         self._skips = _SkipReports(sink.skipped, skip_report)
         self._outage = False
+        self._on_unreachable = sink.unreachable
+        self._unreachable_after = sink.unreachable_after
+        #: Since when every connection was refused (``time.monotonic``), and the timer
+        #: that reports it once ``unreachable_after`` has passed.
+        self._refused_since: float | None = None
+        self._refusal_timer: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
         """Read the stream, reconnecting after every failure, until ``should_run``
@@ -179,6 +203,7 @@ class EventPump:
         finally:
             self.connected.clear()
             self._skips.close()
+            self._answered()
 
     def _restartable(self, exc: BaseException) -> bool:
         # Cancellation is a BaseException: never retried.
@@ -195,6 +220,7 @@ class EventPump:
         try:
             async with self.client.event_stream(on_skipped=self._unreadable) as events:
                 opened = loop.time()
+                self._answered()
                 self.connected.set()
                 if self._outage:
                     self._outage = False
@@ -209,6 +235,10 @@ class EventPump:
                 raise
             self._lost(exc)
             if opened is None:
+                if _refused(exc):
+                    self._refused()
+                else:
+                    self._answered()  # an HTTP status, a timeout: something listens
                 raise  # it never opened: the backoff grows
             if loop.time() - opened >= _STABLE_AFTER:
                 return None  # a stable connection was lost: reconnect at once
@@ -243,6 +273,34 @@ class EventPump:
             except Exception as error:
                 _log.error("adapter.outage_report_failed", error=repr(error)[:300])
 
+    def _refused(self) -> None:
+        """A connection was refused: start the unreachable clock, if it is not running."""
+        if self._refused_since is not None or self._unreachable_after is None:
+            return
+        self._refused_since = time.monotonic()
+        self._refusal_timer = asyncio.get_running_loop().call_later(
+            self._unreachable_after, self._report_unreachable
+        )
+
+    def _answered(self) -> None:
+        """Something answered (or the pump ends): the unreachable clock stops."""
+        self._refused_since = None
+        if self._refusal_timer is not None:
+            self._refusal_timer.cancel()
+            self._refusal_timer = None
+
+    def _report_unreachable(self) -> None:
+        self._refusal_timer = None
+        since = self._refused_since
+        if since is None or self.connected.is_set() or not self._should_run():
+            return
+        seconds = time.monotonic() - since
+        _log.warning("adapter.server_unreachable", directory=self.directory, seconds=seconds)
+        try:
+            self._on_unreachable(seconds)
+        except Exception as exc:  # the report must never be what breaks the pump
+            _log.error("adapter.unreachable_report_failed", error=repr(exc)[:300])
+
     def _dispatch(self, raw: RawEvent) -> None:
         try:
             event = parse_native(raw)
@@ -271,6 +329,15 @@ class EventPump:
     def _skipped(self, kind: str | None, reason: str) -> bool:
         self.bad_events += 1
         return self._skips.add(_label(kind), well_formed(reason)[:200])
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a failed connection was refused (or timed out connecting): no server
+    accepted it. The client keeps the transport's error as the cause."""
+    cause = exc.__cause__
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) or isinstance(
+        cause, httpx.ConnectError | httpx.ConnectTimeout
+    )
 
 
 def _type_of(raw: object) -> str | None:

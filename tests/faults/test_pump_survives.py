@@ -322,6 +322,11 @@ async def test_the_pump_stops_restarting_once_it_should_no_longer_run(fail: Exce
         def running(self) -> bool:
             return client.opened < 3
 
+        unreachable_after = None
+
+        def unreachable(self, seconds: float) -> None:
+            pass
+
     pump = EventPump(None, client, Sink())  # type: ignore[arg-type]
     await asyncio.wait_for(pump.run(), 10)  # returns, raises nothing
     assert client.opened == 3

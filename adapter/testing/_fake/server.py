@@ -391,6 +391,26 @@ class FakeOpenCodeServer(AsyncClosing):
         """
         return self.fail("POST", f"/session/{session_id}/abort", status, times=None, body=body)
 
+    def refuse_connections(self) -> Hook:
+        """Behave like a server whose process is gone: cut every open ``/event`` stream
+        (as :meth:`drop_event_streams`) and refuse every request from now on with
+        :class:`httpx.ConnectError` (nothing listens on the port), until
+        ``hook.remove()``. Nothing else changes: runs go on in the fake unless the test
+        also calls :meth:`restart`, as a server started again on the same data::
+
+            down = fake.refuse_connections()
+            ...                     # the adapter sees the server unreachable
+            await fake.restart()    # its runs vanish, sessions and messages stay
+            down.remove()           # it listens again
+        """
+
+        async def refuse(request: httpx.Request) -> None:
+            raise httpx.ConnectError("fake OpenCode server refuses connections", request=request)
+
+        hook = self.on("*", "*", refuse)
+        self.drop_event_streams()
+        return hook
+
     def hold(self, method: str, path_pattern: str) -> Hold:
         """Hold matching requests until ``hold.release()``."""
         hold = Hold()
