@@ -33,6 +33,7 @@ from ._client._retry import RetryPolicy
 from ._exceptions import (
     AdapterClosedError,
     AuthError,
+    CannotDetachError,
     ConnectTimeoutError,
     InvalidInputError,
     NotFoundError,
@@ -130,6 +131,7 @@ __all__ = [
     "AgentInfo",
     "AnyEvent",
     "AuthError",
+    "CannotDetachError",
     "ChildStarted",
     "CommandInfo",
     "ConnectTimeoutError",

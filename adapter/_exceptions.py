@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # annotations only: the exceptions are below every other laye
 __all__ = [
     "AdapterClosedError",
     "AuthError",
+    "CannotDetachError",
     "ConnectTimeoutError",
     "InvalidInputError",
     "NativeEventError",
@@ -112,6 +113,15 @@ class NativeEventError(ProtocolError):
 
 class InvalidInputError(OpenCodeError, ValueError):
     """A caller passed something the library refuses (bad model string, empty prompt...)."""
+
+
+class CannotDetachError(InvalidInputError):
+    """Detaching was asked of an adapter that started its own server (no ``base_url``).
+
+    Detaching leaves the threads' trees running on the server for a later process; a
+    server the adapter started dies with it, so there is nothing to leave them on.
+    Raised by the constructor for ``on_close="detach"``, and by ``aclose(detach=True)``
+    before anything is closed (the adapter stays open: close it without detaching)."""
 
 
 class TreeStopError(OpenCodeError):

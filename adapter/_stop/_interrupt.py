@@ -40,7 +40,7 @@ from .._logging import get_logger
 from .._requests._pending import Requests
 from .._threads._registry import AdapterCore
 from .._threads._session_owners import Ownership
-from .._threads._thread_state import Stop, ThreadState
+from .._threads._thread_state import OpenRequest, Stop, ThreadState
 from .._turns._lifecycle import TurnEnding
 from .._turns._running import Turns
 from .._turns._turn import Turn
@@ -314,26 +314,43 @@ class Interrupts:
 
     # -- stop_session -------------------------------------------------------------------
 
-    async def close(self, thread: ThreadState, reason: str = "stopped") -> None:
+    async def close(
+        self, thread: ThreadState, reason: str = "stopped", *, detach: bool = False
+    ) -> None:
+        """End the thread here: a pending stop completes, then (unless ``detach``) its
+        tree is aborted and its open requests withdrawn, here and on the server.
+
+        ``detach`` (the adapter's close with ``detach``) leaves the server alone, for a
+        later process to adopt the thread: no abort, no request rejected (they are not
+        resolved either: they stay open there), a prompt on its way is given
+        ``teardown`` to land; the running turn ends with the thread's
+        ``session.exited`` (``reason``), its subagents' tasks say they were detached."""
         if not thread.lifecycle.begin_close():
             await thread.finished.wait()
             return
         thread.closed.set()  # releases sends waiting on a stop: they end as cancelled
+        withdrawn: list[OpenRequest] = []
         try:
-            await _withdraw_submission(thread, self._core.timeouts.teardown)
+            if detach:
+                await _let_submission_land(thread, self._core.timeouts.teardown)
+            else:
+                await _withdraw_submission(thread, self._core.timeouts.teardown)
             if thread.interrupts.stop is not None:
                 await asyncio.wait([thread.interrupts.stop.future])
-            if not self._core.server_dead:
+            if not self._core.server_dead and not detach:
                 await self._teardown(thread)
         finally:
-            withdrawn = [
-                r
-                for r in (
-                    self._requests.cancel(thread, rid, thread.lifecycle.turn_id)
-                    for rid in list(thread.requests.pending)
-                )
-                if r is not None
-            ]
+            if detach:
+                thread.subagents.detached()
+            else:
+                withdrawn = [
+                    r
+                    for r in (
+                        self._requests.cancel(thread, rid, thread.lifecycle.turn_id)
+                        for rid in list(thread.requests.pending)
+                    )
+                    if r is not None
+                ]
             thread.scope.cancel()
             self._core.forget(thread)
             thread.lifecycle.closed(reason)
@@ -368,6 +385,18 @@ class Interrupts:
             )
         except (OpenCodeError, TimeoutError) as exc:
             _log.warning("adapter.teardown_incomplete", thread_id=thread.thread_id, error=str(exc))
+
+
+async def _let_submission_land(thread: ThreadState, wait: float) -> None:
+    """A detached thread's prompt still on its way gets ``wait`` s to reach the server
+    (its run is then the next process's to adopt), else it is cancelled."""
+    task = thread.submission.task
+    if task is None or task.done():
+        return
+    await asyncio.wait([task], timeout=wait)
+    if not task.done():
+        task.cancel()
+        await asyncio.wait([task])
 
 
 async def _withdraw_submission(thread: ThreadState, wait: float) -> None:

@@ -28,7 +28,9 @@ aborted: ``tests/fixtures/events-parallel-task-abort-1.18.34.jsonl``):
 * the end of a turn ends the ``task``-call children of that turn still open (their call
   cannot outlive the root's run: a lost event must not leave a row running), and the
   thread's end ends every task still open, ``stopped``. Both come before the turn's or
-  the thread's own end event, so a host closes its rows first.
+  the thread's own end event, so a host closes its rows first. A thread that is detached
+  (the adapter closed with ``detach``) leaves its subagents working on the server: their
+  tasks end ``stopped`` for this adapter, with an ``error`` that says they were detached.
 
 Which call spawned a child: OpenCode announces the child's ``session.created`` around
 the call's ``pending`` part (no input yet) and before its ``running`` part, whose
@@ -68,7 +70,10 @@ from .._client._native import (
 from .._types._events import Event, TaskCompleted, TaskStarted, TaskStatus, TaskUpdated
 from .._types._usage import SessionUsage
 
-__all__ = ["RESULT_LIMIT", "SNIPPET_LIMIT", "UPDATE_INTERVAL", "SubagentTasks"]
+__all__ = ["DETACHED", "RESULT_LIMIT", "SNIPPET_LIMIT", "UPDATE_INTERVAL", "SubagentTasks"]
+
+#: The ``error`` of a task whose thread was detached (it still runs on the server).
+DETACHED = "detached: the subagent goes on on the server, no longer followed here"
 
 #: Characters of a task's result or error that are kept.
 RESULT_LIMIT = 4096
@@ -356,6 +361,12 @@ class SubagentTasks:
             self._end(task, "stopped")
         self._named.clear()
         self._by_call.clear()
+
+    def detached(self) -> None:
+        """The thread was detached: its subagents go on on the server, but this adapter
+        follows them no more; every open task ends (``stopped``) saying so."""
+        for task in list(self._open.values()):
+            self._end(task, "stopped", error=DETACHED)
 
     def _announce(self, task: _Task) -> None:
         task.held = False
