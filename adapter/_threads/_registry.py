@@ -31,7 +31,7 @@ from .._timeouts import Timeouts
 from .._types._events import Event, RuntimeErrorEvent
 from ._thread_state import ThreadState
 
-__all__ = ["AdapterCore", "BoundedSet", "Limits"]
+__all__ = ["AdapterCore", "BoundedSet", "Limits", "ThreadTable"]
 
 _log = get_logger("adapter")
 
@@ -68,6 +68,43 @@ class BoundedSet:
         self._items.clear()
 
 
+class ThreadTable(dict[str, ThreadState]):
+    """The threads by id, and who waits for one to be registered.
+
+    Why: ``stop_all`` must close a start that is still creating (or reading) its
+    session, whose thread is not registered yet. It waits here for that thread
+    (:meth:`registered`) and closes it the moment it is registered, before the start
+    can finish: the start then sees its thread closing and raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: dict[str, list[asyncio.Future[ThreadState]]] = {}
+
+    def __setitem__(self, thread_id: str, thread: ThreadState) -> None:
+        super().__setitem__(thread_id, thread)
+        for waiter in self._waiters.pop(thread_id, ()):
+            if not waiter.done():
+                waiter.set_result(thread)
+
+    async def registered(self, thread_id: str, start: asyncio.Future[object]) -> ThreadState | None:
+        """The thread ``thread_id`` once it is registered, or ``None`` if ``start`` (the
+        start that would register it) ended first."""
+        if thread_id in self:
+            return self[thread_id]
+        waiter: asyncio.Future[ThreadState] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(thread_id, [])
+        waiters.append(waiter)
+        try:
+            await asyncio.wait([waiter, start], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if not waiters:
+                self._waiters.pop(thread_id, None)
+            waiter.cancel()
+        return waiter.result() if waiter.done() and not waiter.cancelled() else None
+
+
 class AdapterCore:
     def __init__(
         self,
@@ -89,7 +126,7 @@ class AdapterCore:
         self.emit: Callable[[Event], None] = self.hub.emit
         self.tasks = TaskOwner("opencode-adapter")
         self.clients: dict[str | None, OpenCodeClient] = {}
-        self.threads: dict[str, ThreadState] = {}
+        self.threads = ThreadTable()
         #: Every session of every thread's tree -> its thread.
         self.owner: dict[str, ThreadState] = {}
         #: Sessions known not to be ours (bounded), so foreign events cost no lookup.
