@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -86,7 +87,7 @@ class ThreadTable(dict[str, ThreadState]):
             if not waiter.done():
                 waiter.set_result(thread)
 
-    async def registered(self, thread_id: str, start: asyncio.Future[object]) -> ThreadState | None:
+    async def registered(self, thread_id: str, start: asyncio.Future[Any]) -> ThreadState | None:
         """The thread ``thread_id`` once it is registered, or ``None`` if ``start`` (the
         start that would register it) ended first."""
         if thread_id in self:
