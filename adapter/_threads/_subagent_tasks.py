@@ -44,6 +44,11 @@ call's ``item_id``, ``description`` and ``agent``. A held child ends with its ca
 not at its own idle; one that no call named by the end of its turn is announced then, as an
 API child.
 
+A subagent's provider retries (its ``session.status`` ``retry``, what the root's
+``turn.retrying`` reports for the root) are a ``task.updated`` each, at once and not
+throttled, once per attempt: ``text`` ``"retrying (attempt N): <provider message>"``,
+``raw`` the native status (``next``, the next attempt's time, is in it).
+
 Nothing here awaits; ``task.updated`` is sent by a timer of the event loop.
 """
 
@@ -67,7 +72,14 @@ from .._client._native import (
     SessionIdle,
     SessionStatusChanged,
 )
-from .._types._events import Event, TaskCompleted, TaskStarted, TaskStatus, TaskUpdated
+from .._types._events import (
+    Event,
+    RetryStatus,
+    TaskCompleted,
+    TaskStarted,
+    TaskStatus,
+    TaskUpdated,
+)
 from .._types._usage import SessionUsage
 
 __all__ = ["DETACHED", "RESULT_LIMIT", "SNIPPET_LIMIT", "UPDATE_INTERVAL", "SubagentTasks"]
@@ -139,6 +151,8 @@ class _Task:
     timer: asyncio.TimerHandle | None = None
     #: Its assistant messages (their latest usage), by id.
     spent: dict[str, SessionUsage] = field(default_factory=dict)
+    #: The provider retry under way (its last ``session.status`` ``retry``), if any.
+    retry: RetryStatus | None = None
 
     def usage(self) -> SessionUsage:
         return sum(self.spent.values(), SessionUsage())
@@ -273,6 +287,16 @@ class SubagentTasks:
         elif type(event) is SessionStatusChanged:
             if event.status.is_busy:
                 task.ran = True
+            status = event.status
+            if status.type == "retry":
+                retry = RetryStatus(
+                    status.attempt or 0, status.message or "", _seconds(status.next)
+                )
+                if retry != task.retry:
+                    task.retry = retry
+                    self._retrying(task, retry, event.raw)
+            else:
+                task.retry = None  # the next attempt began (busy), or the run ended
         elif type(event) is SessionErrored:
             error = event.error
             if error is not None and error.name == "MessageAbortedError":
@@ -314,6 +338,27 @@ class SubagentTasks:
             self._show(task)
         else:
             task.timer = asyncio.get_running_loop().call_later(wait, self._show, task)
+
+    def _retrying(self, task: _Task, retry: RetryStatus, raw: Mapping[str, object]) -> None:
+        """A new provider retry: told at once (each attempt), as what the task does."""
+        text = _tail(f"retrying (attempt {retry.attempt}): {retry.message}")
+        task.doing = (None, text)
+        if not task.announced:
+            return  # told with its task.started (_announce shows what it does)
+        if task.timer is not None:
+            task.timer.cancel()
+            task.timer = None
+        task.shown, task.shown_at = task.doing, _now()
+        self._emit(
+            TaskUpdated(
+                thread_id=self._thread_id,
+                turn_id=task.turn_id,
+                session_id=task.session_id,
+                tool=None,
+                text=text,
+                raw=raw,
+            )
+        )
 
     def _show(self, task: _Task) -> None:
         task.timer = None
@@ -420,6 +465,11 @@ class SubagentTasks:
                 usage=usage if usage is not None else task.usage(),
             )
         )
+
+
+def _seconds(epoch: float | None) -> float | None:
+    """OpenCode's ``next`` is epoch milliseconds; :class:`RetryStatus` holds seconds."""
+    return epoch / 1000 if epoch is not None and epoch > 1e11 else epoch
 
 
 def _ends_at_idle(task: _Task) -> bool:
