@@ -267,6 +267,7 @@ class RealOpenCodeServer(Closing):
         self._keep_temp = keep_temp
         self._port: int | None = None
         self._root: Path | None = None
+        self._dirs: dict[str, str] | None = None
         self._directory: Path | None = None
         self._log_path: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -349,7 +350,37 @@ class RealOpenCodeServer(Closing):
             raise
         return self
 
+    def kill(self) -> None:
+        """``SIGKILL`` the server's process group at once and wait for it, as a crash
+        would; its storage, sandbox and port are kept for :meth:`restart`."""
+        process = self._process
+        if process is None:
+            raise RuntimeError("RealOpenCodeServer is not running")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5.0)
+
+    def restart(self) -> RealOpenCodeServer:
+        """Start the server again, after :meth:`kill` (or a crash), on the same storage,
+        sandbox and port, as a supervisor restarting it would; blocks until it is ready.
+        OpenCode keeps its sessions on disk: they are there again, their runs gone."""
+        process = self._process
+        if process is None or self._root is None:
+            raise RuntimeError("RealOpenCodeServer is not started")
+        if process.poll() is None:
+            self._terminate(process)
+        self._process = None
+        try:
+            self._spawn(self._port)
+            self._wait_ready()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
     def _prepare_dirs(self) -> dict[str, str]:
+        if self._dirs is not None:  # a restart: the same storage
+            return self._dirs
         root = Path(tempfile.mkdtemp(prefix="opencode-real-")).resolve()
         self._root = root
         dirs = {
@@ -368,7 +399,8 @@ class RealOpenCodeServer(Closing):
         config_dir.mkdir(parents=True)
         (config_dir / "opencode.json").write_text(json.dumps(self.config, indent=2), "utf-8")
         self._log_path = root / "server.log"
-        return {key: str(path) for key, path in dirs.items()}
+        self._dirs = {key: str(path) for key, path in dirs.items()}
+        return self._dirs
 
     def _environment(self, dirs: Mapping[str, str]) -> dict[str, str]:
         env = _offline_environment(dirs)
@@ -378,9 +410,9 @@ class RealOpenCodeServer(Closing):
         env.update(self._extra_env)
         return env
 
-    def _spawn(self) -> None:
+    def _spawn(self, port: int | None = None) -> None:
         dirs = self._prepare_dirs()
-        self._port = self._requested_port or free_port()
+        self._port = port or self._requested_port or free_port()
         argv = [
             str(self.binary),
             "serve",
@@ -394,7 +426,7 @@ class RealOpenCodeServer(Closing):
             self._log_level,
         ]
         assert self._log_path is not None
-        with self._log_path.open("wb") as log:
+        with self._log_path.open("ab") as log:  # a restart's log follows the first
             self._spawned_at = time.monotonic()
             self._process = subprocess.Popen(
                 argv,
@@ -452,7 +484,7 @@ class RealOpenCodeServer(Closing):
         process, self._process = self._process, None
         if process is not None:
             self._terminate(process)
-        root, self._root = self._root, None
+        root, self._root, self._dirs = self._root, None, None
         if root is not None and not self._keep_temp:
             # keep log_text() working after close: read the log before deleting it
             self._final_log = self.log_text()
