@@ -75,9 +75,10 @@ class Timeouts:
         attempt since is refused (nothing listens: its process is gone) for this
         long is unreachable: every running turn of its threads ends ``failed``
         (``error_name="ServerUnreachable"``); the threads stay and go on once it
-        listens again. Measured on 1.18.34, a killed ``opencode serve`` refuses at
-        once, and one started again answers within about 2 s: 5 s tells a dead
-        server from a blip without leaving a host's spinner running for a minute.
+        listens again. A killed ``opencode serve`` refuses at once (measured on
+        1.18.34 with this set to 3: the turn ended 3.05-3.13 s after ``SIGKILL``);
+        5 s tells a dead server from a blip (a proxy's restart, a port briefly
+        closed) without leaving a host's spinner running for a minute.
     ``summarize`` (default 600)
         ``summarize_thread``: OpenCode answers ``POST /session/{id}/summarize``
         only once the summary is written, after the step under way finishes, so
