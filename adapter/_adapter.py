@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import httpx
 
@@ -40,6 +40,7 @@ from ._client._models import Session
 from ._client._native import NativeEvent
 from ._exceptions import (
     AdapterClosedError,
+    CannotDetachError,
     ConnectTimeoutError,
     InvalidInputError,
     OpenCodeError,
@@ -88,6 +89,7 @@ from ._types._stop_report import StopReport
 __all__ = ["OpenCodeAdapter"]
 
 _log = get_logger("adapter")
+_OWNED_SERVER = "an adapter cannot detach from the server it started itself (it dies with it)"
 
 
 class OpenCodeAdapter(AsyncClosing):
@@ -108,6 +110,10 @@ class OpenCodeAdapter(AsyncClosing):
     writes a file). It is an adapter option, not a per-thread switch, so it sees each
     thread from its first event and costs one queue bounded by ``native_recorder_bytes``
     and one task whatever the number of threads; a recorder filters by ``thread_id``.
+
+    ``on_close`` is what closing does to the threads' trees: ``"abort"`` stops them,
+    ``"detach"`` leaves them (and their open requests) on the server for a later
+    process to resume and adopt; see :meth:`aclose`.
     """
 
     def __init__(
@@ -127,9 +133,14 @@ class OpenCodeAdapter(AsyncClosing):
         event_history_bytes: int = DEFAULT_HISTORY_BYTES,
         native_recorder: NativeRecorder | None = None,
         native_recorder_bytes: int = DEFAULT_RECORDER_BYTES,
+        on_close: Literal["abort", "detach"] = "abort",
     ) -> None:
         if base_url is None and transport is not None:
             raise InvalidInputError("a transport needs a base_url")
+        if on_close not in ("abort", "detach"):
+            raise InvalidInputError(f"on_close must be 'abort' or 'detach', got {on_close!r:.40}")
+        if on_close == "detach" and base_url is None:
+            raise CannotDetachError(_OWNED_SERVER)
         if base_url is not None:
             checked_base_url(base_url)  # refused here, before a repr or a log can show it
         if timeouts is not None and not isinstance(timeouts, Timeouts):
@@ -145,6 +156,7 @@ class OpenCodeAdapter(AsyncClosing):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r:.40}")
         self._base_url = base_url
+        self._on_close = on_close
         self._password = password
         self._binary = binary
         self._directory = normalise_directory(directory)
@@ -168,7 +180,7 @@ class OpenCodeAdapter(AsyncClosing):
         self._ownership = Ownership(core)
         self._requests = Requests(core, self._ownership)
         output = Output(core, self._ownership, self._requests)
-        self._turns = Turns(core, output)
+        self._turns = Turns(core, output, self._ownership)
         self._translator = Translator(core, self._ownership, self._requests, self._turns, output)
         # Off by default: the pump then calls the translator directly, at no cost.
         self._recording: NativeRecording | None = None
@@ -222,8 +234,20 @@ class OpenCodeAdapter(AsyncClosing):
         self._core.tasks.spawn(self._translate_routed(), name="routed-requests")
         return self
 
-    async def aclose(self) -> None:
-        """Stop every session (best effort), end the event streams, release everything."""
+    async def aclose(self, *, detach: bool | None = None) -> None:
+        """End every thread, the event streams and the clients; release everything.
+
+        Aborting (``on_close="abort"``, the default) stops each thread's tree (best
+        effort, bounded) and withdraws its open requests; detaching (``detach=True``, or
+        ``on_close="detach"``; ``detach`` overrides the option for this close) leaves
+        them on the server for a later process (``docs/adapter.md``, "Closing: abort or
+        detach"). :class:`CannotDetachError` for an adapter that started its own server,
+        raised before anything is closed."""
+        if detach is not None and not isinstance(detach, bool):
+            raise InvalidInputError("detach must be a bool or None")
+        detaching = self._on_close == "detach" if detach is None else detach
+        if detaching and self._base_url is None:
+            raise CannotDetachError(_OWNED_SERVER)
         core = self._core
         if core.closed:
             return
@@ -231,7 +255,7 @@ class OpenCodeAdapter(AsyncClosing):
         core.closing.set()
         try:
             if not core.server_dead:
-                await self.stop_all()
+                await self.stop_all(detach=detaching)
         finally:
             try:
                 if self._recording is not None:
@@ -374,12 +398,13 @@ class OpenCodeAdapter(AsyncClosing):
         resumed_id = cursor.session_id if cursor is not None else None
         if resume is not None and cursor is None:
             _log.warning("adapter.resume_ignored", thread_id=thread_id, reason="malformed cursor")
-        warning = forked = None
+        warning = forked = newest = None
         if cursor is not None:
             native = native_rules(rules) if rules is not None else None
             teardown = self._timeouts.teardown
             resumed = await resume_session(client, cursor, directory, native, teardown=teardown)
             session_id, warning, forked = resumed.session_id, resumed.warning, resumed.forked
+            newest = resumed.newest_message_id
         if session_id is None:
             session = await client.create_session(
                 title=title, permission=native_rules(rules) if rules is not None else None
@@ -432,6 +457,9 @@ class OpenCodeAdapter(AsyncClosing):
         if version_warning is not None:
             core.emit(RuntimeWarningEvent(thread_id=thread_id, message=version_warning))
         if resumed_id is not None and session_id == resumed_id:
+            # A run of the tree still working is the thread's turn (its output so far
+            # read back), before the requests it raised are listed: they are the turn's.
+            await self._turns.attached(thread, newest)
             # The stream has no replay: requests raised before we connected are listed.
             thread.scope.spawn(self._requests.recover(client), name="recover")
         _log.info("adapter.session_started", thread_id=thread_id, session_id=session_id)
@@ -454,10 +482,23 @@ class OpenCodeAdapter(AsyncClosing):
         is emitted once."""
         await self._interrupts.close(self._core.get(thread_id, allow_closing=True))
 
-    async def stop_all(self) -> None:
-        threads = [t for t in self._core.threads.values() if not t.closing]
+    async def stop_all(self, *, detach: bool = False) -> None:
+        """``stop_session`` of every thread, and of every start under way (it raises
+        :class:`SessionClosedError`); ``detach`` (by :meth:`aclose`) leaves the trees and
+        requests on the server. (Closing, a start under way raises by itself.)"""
+        core = self._core
+        threads = [t for t in core.threads.values() if not t.closing]
+        reason = "detached: the tree goes on on the server" if detach else "stopped"
+
+        async def caught(thread_id: str, start: asyncio.Future[Any]) -> None:
+            if (thread := await core.threads.registered(thread_id, start)) is not None:
+                await self._interrupts.close(thread)
+
+        starts = {} if core.closed else self._starting
         results = await asyncio.gather(
-            *(self._interrupts.close(t) for t in threads), return_exceptions=True
+            *(self._interrupts.close(t, reason, detach=detach) for t in threads),
+            *(caught(i, f) for i, f in starts.items() if i not in core.threads),
+            return_exceptions=True,
         )
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, OpenCodeError):
@@ -651,7 +692,8 @@ class OpenCodeAdapter(AsyncClosing):
             chosen = parse_model(thread.model)
         await self._wait_ready(thread)
         deadline = self._core.timeouts.summarize
-        return await summarize(thread.client, thread.session_id, chosen, deadline=deadline)
+        with thread.compactions.summarizing():  # its run is no other client's to adopt
+            return await summarize(thread.client, thread.session_id, chosen, deadline=deadline)
 
     # -- history ---------------------------------------------------------------
 

@@ -28,7 +28,18 @@ CONCEPTS: dict[str, set[str]] = {
     "_stream._output": {"_threads._registry", "_threads._session_owners", "_requests._pending"},
     "_stream._turn_diff": {"_threads._registry"},
     "_turns._settling": {"_threads._registry", "_stream._output", "_stream._turn_diff"},
-    "_turns._running": {"_threads._registry", "_stream._output", "_turns._settling"},
+    "_turns._adoption": {
+        "_threads._registry",
+        "_threads._session_owners",
+        "_stream._output",
+        "_turns._settling",
+    },
+    "_turns._running": {
+        "_threads._registry",
+        "_stream._output",
+        "_turns._settling",
+        "_turns._adoption",
+    },
     "_stream._translator": {
         "_threads._registry",
         "_threads._session_owners",

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from adapter import AnyEvent, Event, ThreadStatus
+from adapter._base._ids import mint_message_id
 from adapter._base._tasks import TaskOwner
 from adapter._stop._partial_collector import PartialCollector
 from adapter._turns._lifecycle import Lifecycle, LifecycleError, TurnEnding
 from adapter._turns._phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
-from adapter._turns._turn import Turn
+from adapter._turns._turn import Turn, turn_id_for
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "interrupt.md"
 ARROW = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)\s*(?::.*)?$")
@@ -85,7 +86,9 @@ def life(events: list[Event]) -> Lifecycle:
 @pytest.fixture
 def new_turn(owner: TaskOwner) -> Callable[[], Turn]:
     return lambda: Turn(
-        turn_id=Turn.new_id(), collector=PartialCollector(ROOT), scope=owner.scope("turn")
+        turn_id=turn_id_for(mint_message_id()),
+        collector=PartialCollector(ROOT),
+        scope=owner.scope("turn"),
     )
 
 

@@ -49,7 +49,13 @@ class Output:
         if session_id != thread.session_id:
             return turn if thread.tree.sessions.get(session_id) == turn.turn_id else None
         entry = thread.ledger.get(message_id)
-        if entry is None or entry.role != "assistant" or entry.late or entry.summary:
+        if entry is None:
+            # An adopted turn's answer written before the adapter saw it: its events
+            # may come before the read-back places it (a message id sorts by time).
+            start = turn.first_prompt_id
+            adopted = turn.adopted and start is not None and message_id > start
+            return turn if adopted else None
+        if entry.role != "assistant" or entry.late or entry.summary:
             return None
         return turn if entry.turn_id == turn.turn_id else None
 
@@ -89,6 +95,8 @@ class Output:
                 "assistant_text" if part.type == "text" else "reasoning_text"
             )
             seen = turn.emitted_text.get(part.id)
+            if seen is None and turn.adopted and self._joined(turn, part, event):
+                return
             if seen is None:
                 seen = turn.emitted_text[part.id] = SeenText()
             new = seen.new_in(text)
@@ -110,10 +118,32 @@ class Output:
         # Bounded bookkeeping, not the text so far: rebuilding that string on every
         # delta made a long answer quadratic (adapter._stream._seen_text).
         seen = turn.emitted_text.get(event.part_id)
+        if seen is None and turn.adopted:
+            # A part of an adopted turn that streamed before the adapter saw it: its
+            # beginning is in no event received, so it is emitted whole at its end.
+            turn.joined_parts.add(event.part_id)
+            return
         if seen is None:
             seen = turn.emitted_text[event.part_id] = SeenText()
         seen.extend(event.delta)
         self._emit_delta(thread, turn, event.session_id, event.part_id, event.delta, event)
+
+    @staticmethod
+    def _joined(turn: Turn, part: Part, event: PartUpdated | None) -> bool:
+        """Whether a text part of an adopted turn, with nothing of it emitted yet, waits
+        for its end: it streamed before the adapter saw it (a delta came first, or the
+        stored snapshot is of a part still streaming, which OpenCode stores only at its
+        start and end). A live snapshot of a new part (its start) streams as usual."""
+        ended = isinstance(part.raw.get("time"), dict) and part.raw["time"].get("end") is not None
+        if part.id in turn.joined_parts:
+            if not ended:
+                return True
+            turn.joined_parts.discard(part.id)
+            return False
+        if event is None and not ended:
+            turn.joined_parts.add(part.id)
+            return True
+        return False
 
     def _emit_delta(
         self,

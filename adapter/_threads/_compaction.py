@@ -23,7 +23,8 @@ a compaction once announced.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._client import OpenCodeClient
@@ -69,6 +70,21 @@ class CompactionLedger:
     texts: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Manual compaction requests a summary answered.
     summarized: set[str] = field(default_factory=set)
+    #: ``summarize_thread`` calls of this adapter under way: their run is no run to adopt.
+    own_summaries: int = 0
+
+    @property
+    def own_summary(self) -> bool:
+        return self.own_summaries > 0
+
+    @contextlib.contextmanager
+    def summarizing(self) -> Iterator[None]:
+        """While this adapter's own ``summarize`` runs (its run is not another client's)."""
+        self.own_summaries += 1
+        try:
+            yield
+        finally:
+            self.own_summaries -= 1
 
     def requested(self, message_id: str, *, auto: bool) -> None:
         self.requests[message_id] = auto

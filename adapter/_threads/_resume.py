@@ -135,15 +135,19 @@ def _cannot_move(fork_id: str, cause: OpenCodeError | None) -> RequestError:
     )
 
 
-async def observe_newest_message(client: OpenCodeClient, session_id: str) -> None:
+async def observe_newest_message(client: OpenCodeClient, session_id: str) -> str | None:
     """A resumed session's messages were minted by the server's clock before this
     adapter saw any of them: its newest id is noted, so the first prompt sorts after it
-    (OpenCode up to 1.18.3 never answers a prompt that sorts below; see ``_ids``).
-    Best effort: without it, a server clock ahead of ours could leave that prompt
-    unanswered, as before."""
+    (OpenCode up to 1.18.3 never answers a prompt that sorts below; see ``_ids``), and
+    returned: it and the messages before it are the thread's history. Best effort:
+    without it, a server clock ahead of ours could leave that prompt unanswered, as
+    before."""
+    newest: str | None = None
     with contextlib.suppress(OpenCodeError):
         for message in await client.messages(session_id, limit=1):
             observe_message_id(message.info.id)
+            newest = message.info.id
+    return newest
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +159,8 @@ class Resumed:
     session_id: str | None
     warning: str | None = None
     forked: str | None = None
+    #: The session's newest message when it was resumed (``None``: none, or unread).
+    newest_message_id: str | None = None
 
 
 async def resume_session(
@@ -179,5 +185,5 @@ async def resume_session(
     except NotFoundError:
         warning = f"session {cursor.session_id} no longer exists; started a fresh session"
         return Resumed(None, warning=warning)
-    await observe_newest_message(client, session.id)
-    return Resumed(session.id, forked=forked)
+    newest = await observe_newest_message(client, session.id)
+    return Resumed(session.id, forked=forked, newest_message_id=newest)

@@ -171,7 +171,7 @@ class Lifecycle:
         self._usage_feed = UsageFeed(
             turn.collector.usage, lambda usage: self._report_usage(turn, usage)
         )
-        self._emit(TurnStarted(thread_id=self.thread_id, turn_id=turn.turn_id))
+        self._emit(TurnStarted(thread_id=self.thread_id, turn_id=turn.turn_id, origin=turn.origin))
 
     def _report_usage(self, turn: Turn, usage: TurnUsage) -> None:
         self._emit(TurnUsageUpdated(thread_id=self.thread_id, turn_id=turn.turn_id, usage=usage))

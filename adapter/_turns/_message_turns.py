@@ -54,6 +54,20 @@ class MessageLedger:
     def __init__(self, capacity: int = 10_000) -> None:
         self._capacity = capacity
         self._entries: dict[str, RootMessage] = {}
+        #: The newest message the session had when the thread was resumed: it and
+        #: every message before it are history, never a new run.
+        self._history_until: str | None = None
+
+    def history_until(self, message_id: str | None) -> None:
+        """The session's messages up to ``message_id`` (its newest when resumed) are
+        history: a later event about one of them starts nothing."""
+        if message_id is not None and message_id > (self._history_until or ""):
+            self._history_until = message_id
+
+    def is_new(self, message_id: str) -> bool:
+        """Whether ``message_id`` is news to this adapter: newer than every message it
+        sent, saw or was resumed with (ids sort by time), so it can start a new run."""
+        return message_id not in self._entries and message_id > (self._history_until or "")
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -65,6 +79,7 @@ class MessageLedger:
         if len(self._entries) >= self._capacity:
             self._entries.pop(next(iter(self._entries)))
         self._entries[message_id] = entry
+        self.history_until(message_id)
         return entry
 
     def claim(self, message_id: str, turn_id: str) -> None:

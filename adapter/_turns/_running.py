@@ -30,10 +30,10 @@ from .._exceptions import (
     TurnCancelledError,
 )
 from .._logging import get_logger
-from .._stop._partial_collector import PartialCollector
 from .._threads._thread_state import ThreadState
 from .._types._events import RetryStatus
 from .._types._records import TurnStart
+from ._adoption import Adoption
 from ._lifecycle import TurnEnding
 from ._phases import TurnPhase
 from ._prompt_input import Prompt
@@ -42,7 +42,6 @@ from ._settling import (
     MESSAGE_ABORTED,
     STOPPED_AFTER_FAILED_STOP,
     VANISHED_IN_OUTAGE,
-    Settling,
     mark_landed,
 )
 from ._turn import Turn
@@ -56,9 +55,10 @@ _log = get_logger("adapter.turns")
 COMMAND_DEADLINE = 24 * 3600.0
 
 
-class Turns(Settling):
+class Turns(Adoption):
     """Sending prompts and commands, and what the stream says about the root and the
-    background subagents; when a turn ends is :class:`Settling`'s to decide."""
+    background subagents; when a turn ends is :class:`Settling`'s to decide, and a run
+    this adapter did not send becomes a turn through :class:`Adoption`."""
 
     # -- sending ----------------------------------------------------------------------
 
@@ -74,9 +74,10 @@ class Turns(Settling):
             await self._wait_for_stop(thread)
             turn = thread.turn
             new_turn = turn is None
+            message_id = mint_message_id()
             if turn is None:
-                turn = self._begin_turn(thread)
-            message_id = self._add_prompt(thread, turn)
+                turn = self._begin_turn(thread, message_id)
+            self._add_prompt(thread, turn, message_id)
             submission = self._core.tasks.spawn(
                 self._submit(thread, prompt, message_id, model, agent),
                 name=f"submit:{thread.thread_id}",
@@ -105,8 +106,9 @@ class Turns(Settling):
                     f"a command starts a turn, and thread {thread.thread_id} has one running "
                     f"({thread.turn.turn_id}): run it once that turn has ended, or interrupt it"
                 )
-            turn = self._begin_turn(thread)
-            message_id = self._add_prompt(thread, turn)
+            message_id = mint_message_id()
+            turn = self._begin_turn(thread, message_id)
+            self._add_prompt(thread, turn, message_id)
             submission = thread.submission
             submission.command_id, submission.landed = message_id, asyncio.Event()
             client = thread.client
@@ -178,35 +180,15 @@ class Turns(Settling):
             raise exc
         return started
 
-    def _begin_turn(self, thread: ThreadState) -> Turn:
-        core = self._core
-        turn_id = Turn.new_id()
-        ledger = thread.ledger
-        turn = Turn(
-            turn_id=turn_id,
-            collector=PartialCollector(
-                thread.session_id,
-                max_output_bytes=core.limits.max_output_bytes,
-                belongs=ledger.output_of(turn_id),
-                counts=ledger.spend_of(turn_id),
-                context_limit=lambda p, m: thread.client.context_limits.get(p, m),
-            ),
-            scope=core.tasks.scope(f"turn:{thread.thread_id}"),
-        )
-        thread.lifecycle.begin_turn(turn)
-        turn.scope.spawn(self._watch(thread, turn), name="watchdog")
-        return turn
-
-    def _add_prompt(self, thread: ThreadState, turn: Turn) -> str:
-        """A prompt of ``turn`` is being sent: its id, minted so that its echo is known."""
-        message_id = mint_message_id()
+    def _add_prompt(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
+        """A prompt of ``turn`` is being sent with ``message_id``, minted so that its
+        echo is known."""
         turn.prompts[message_id] = False
         thread.ledger.claim(message_id, turn.turn_id)
         turn.collector.add_turn_message(message_id)
         if turn.phase is not TurnPhase.AWAITING_ECHO:
             thread.lifecycle.advance(turn, TurnPhase.AWAITING_ECHO)
         turn.touch()
-        return message_id
 
     def _unsent(
         self, thread: ThreadState, turn: Turn, message_id: str, new_turn: bool, reason: str
@@ -300,6 +282,13 @@ class Turns(Settling):
         """A message of the root was created or changed."""
         observe_message_id(event.message_id)  # our next prompt's id must sort after it
         mark_landed(thread, event.message_id)
+        if (
+            event.role == "user"
+            and thread.ledger.is_new(event.message_id)
+            and self.may_adopt(thread)
+        ):
+            # Another client prompted the root (another worker, `opencode attach`).
+            self.adopt_started(thread, event.message_id)
         entry = thread.ledger.see(
             event.message_id,
             event.role,
@@ -353,6 +342,8 @@ class Turns(Settling):
     def root_status(self, thread: ThreadState, status: SessionStatus, raw: object) -> None:
         turn = thread.turn
         if turn is None:
+            if status.is_busy and self.may_adopt(thread):
+                self.adopt_busy(thread)  # a run this adapter did not send, maybe
             return
         turn.touch()
         if status.type == "retry":
@@ -420,9 +411,10 @@ class Turns(Settling):
     def child_idle(self, thread: ThreadState, child: str) -> None:
         """A session of the tree other than the root went idle."""
         turn = thread.turn
-        if turn is None or not turn.background.ended(child):
+        if turn is None:
             return
-        self._recheck_background(thread, turn)
+        if turn.background.ended(child) or (turn.adopted and turn.phase is TurnPhase.BACKGROUND):
+            self._recheck_background(thread, turn)
 
     def children_stopped(self, thread: ThreadState, children: frozenset[str]) -> None:
         """The adapter stopped ``children`` alone: no result of theirs is owed."""

@@ -27,6 +27,7 @@ from .._client import OpenCodeClient
 from .._client._models import Message, SessionStatus
 from .._exceptions import OpenCodeError
 from .._logging import get_logger
+from .._stop._partial_collector import PartialCollector
 from .._stream._output import Output
 from .._stream._turn_diff import prompt_diff
 from .._threads._compaction import SUMMARIZED
@@ -36,7 +37,7 @@ from .._types._events import RuntimeWarningEvent
 from ._background import delivered_result, started_child
 from ._lifecycle import TurnEnding
 from ._phases import TurnPhase
-from ._turn import Turn
+from ._turn import Turn, TurnOrigin, turn_id_for
 
 __all__ = [
     "ABORTED_ELSEWHERE",
@@ -70,6 +71,30 @@ class Settling:
         self._core = core
         #: Emits output the stream did not deliver, from stored messages.
         self._output = output
+
+    def _begin_turn(
+        self, thread: ThreadState, first_message_id: str, origin: TurnOrigin = "sent"
+    ) -> Turn:
+        """Begin the thread's turn started by the user message ``first_message_id`` (its
+        id names the turn: :func:`~adapter._turns._turn.turn_id_for`), with its watchdog."""
+        core = self._core
+        turn_id = turn_id_for(first_message_id)
+        ledger = thread.ledger
+        turn = Turn(
+            turn_id=turn_id,
+            collector=PartialCollector(
+                thread.session_id,
+                max_output_bytes=core.limits.max_output_bytes,
+                belongs=ledger.output_of(turn_id),
+                counts=ledger.spend_of(turn_id),
+                context_limit=lambda p, m: thread.client.context_limits.get(p, m),
+            ),
+            scope=core.tasks.scope(f"turn:{thread.thread_id}"),
+            origin=origin,
+        )
+        thread.lifecycle.begin_turn(turn)
+        turn.scope.spawn(self._watch(thread, turn), name="watchdog")
+        return turn
 
     def _user_message(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
         mark_landed(thread, message_id)
@@ -223,7 +248,13 @@ class Settling:
         warning, so the turn cannot wait forever."""
         work = turn.background
         if not work.started:
-            return False
+            # An adopted turn can be found with its root idle and part of its tree still
+            # working (another client aborted the root alone, say): it waits for them.
+            return turn.adopted and any(
+                statuses[sid].is_busy
+                for sid, born_in in thread.tree.sessions.items()
+                if born_in == turn.turn_id and sid in statuses
+            )
         for child in list(work.running):
             if not statuses.get(child, SessionStatus("idle")).is_busy:
                 work.ended(child)

@@ -13,7 +13,6 @@ changed only by :mod:`adapter._turns._lifecycle`.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,7 +23,21 @@ from .._types._events import RetryStatus
 from ._background import BackgroundTasks
 from ._phases import TurnPhase
 
-__all__ = ["Turn"]
+__all__ = ["Turn", "TurnOrigin", "turn_id_for"]
+
+#: Who started a turn's run: this adapter (``sent``: a prompt or command it sent), or
+#: anyone else (``adopted``: another process, ``opencode attach``, a script; or a run
+#: found working when the thread was resumed).
+TurnOrigin = Literal["sent", "adopted"]
+
+
+def turn_id_for(message_id: str) -> str:
+    """The id of the turn that ``message_id`` (a user message of the root) starts.
+
+    Derived from the message, not drawn at random, so that every process watching
+    the thread names the turn alike: the message id is the server's, or the one
+    this adapter minted and sent. Opaque to hosts, stable across processes."""
+    return "turn_" + message_id.removeprefix("msg_")
 
 
 @dataclass(eq=False)
@@ -33,6 +46,7 @@ class Turn:
     collector: PartialCollector
     scope: TaskScope
     phase: TurnPhase = TurnPhase.AWAITING_ECHO
+    origin: TurnOrigin = "sent"
     #: Every prompt the host sent in this turn (minted id -> echoed by the server).
     prompts: dict[str, bool] = field(default_factory=dict)
     #: The newest user message of the root in this turn: ours, or one the server
@@ -74,10 +88,15 @@ class Turn:
         default_factory=dict
     )
     item_status: dict[str, str] = field(default_factory=dict)
+    #: Text parts of an adopted turn that were streaming before the adapter saw them:
+    #: what they streamed before is in no event and in no stored snapshot until the
+    #: part ends, so their deltas are held back and the part's final text is emitted
+    #: whole (:mod:`adapter._stream._output`).
+    joined_parts: set[str] = field(default_factory=set)
 
-    @staticmethod
-    def new_id() -> str:
-        return f"turn_{uuid.uuid4().hex[:16]}"
+    @property
+    def adopted(self) -> bool:
+        return self.origin == "adopted"
 
     @property
     def first_prompt_id(self) -> str | None:

@@ -320,7 +320,14 @@ class SessionExited(SessionEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStarted(TurnEvent):
+    """A turn began. ``origin`` says who started its run: ``"sent"``, this adapter
+    (``send_turn``, ``run_command``); ``"adopted"``, anyone else (another process,
+    ``opencode attach``), or a run found working when the thread was resumed: its
+    output so far is read back from the server and follows (``docs/adapter.md``,
+    "Adopted turns")."""
+
     type: Literal["turn.started"] = "turn.started"
+    origin: Literal["sent", "adopted"] = "sent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,261 @@
+"""Adoption: a run on the thread's root that this adapter did not start becomes its turn.
+
+Why it exists: every production host restarts, and most run more than one process. A
+run started by another process (another worker, ``opencode attach``, a script), or one
+still working when a restarted host resumes the thread, used to be invisible: the thread
+said ``ready`` while its tree worked, and its output, and a Stop's partial, were lost.
+
+When a run is adopted:
+
+* **at attach**: ``start_session(resume=...)`` finds the root, or a session of its tree,
+  ``busy`` or ``retry`` (``GET /session/status``; a busy session's ancestry is read to
+  tell whether it is of this tree);
+* **live**: the root gets a user message this adapter did not send (nor saw before the
+  thread was resumed), or reports ``busy`` while the thread has no turn and its newest
+  run does not belong to a turn this adapter already knows (a late step of a stopped
+  turn is no new run).
+
+The run's first user message names the turn (:func:`~adapter._turns._turn.turn_id_for`),
+as in the process that sent it: the last turn start of the stored history
+(:func:`~adapter._threads._stored_turns.turn_starts`). ``turn.started`` carries
+``origin="adopted"``. The run's output from its start is read back from the stored
+messages (the root's, then its tree's breadth-first: each child named by a ``task`` call
+of the run, working now, or created since the run began) and emitted through the same
+translation as live events (:mod:`adapter._stream._output`), so output that the stream
+also delivers is emitted once. A text part that was streaming before the adapter saw it
+is emitted whole when it ends: its beginning is in no event the adapter received and in
+no stored snapshot until then. From there the turn ends by the rules of every turn
+(:mod:`adapter._turns._settling`); found with its root idle, it also waits for the rest
+of its tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TypeVar
+
+from .._client._models import Message, Session, SessionStatus
+from .._exceptions import OpenCodeError
+from .._logging import get_logger
+from .._stream._output import Output
+from .._threads._registry import AdapterCore
+from .._threads._session_owners import Ownership
+from .._threads._stored_turns import turn_starts
+from .._threads._thread_state import ThreadState
+from .._turns._phases import ThreadPhase, TurnPhase
+from .._types._events import RuntimeWarningEvent
+from ._settling import Settling
+from ._turn import Turn
+
+__all__ = ["Adoption"]
+
+_log = get_logger("adapter.adoption")
+
+_T = TypeVar("_T")
+
+#: How far up a busy session's ancestry is read to find whether it is of the tree.
+_MAX_DEPTH = 16
+#: Busy sessions whose ancestry is read at attach (the rest are another host's load).
+_MAX_BUSY_LOOKUPS = 32
+
+
+class Adoption(Settling):
+    """Adopting runs this adapter did not send, at attach and live."""
+
+    def __init__(self, core: AdapterCore, output: Output, ownership: Ownership) -> None:
+        super().__init__(core, output)
+        self._ownership = ownership
+        #: Threads whose "busy without a turn" is being looked into (one look at a time).
+        self._looking: set[str] = set()
+
+    # -- at attach ----------------------------------------------------------------------
+
+    async def attached(self, thread: ThreadState, newest_message_id: str | None) -> None:
+        """A resumed thread is connected: its messages up to ``newest_message_id`` are
+        history, and a run of its tree found working becomes its turn, read back before
+        this returns (each read bounded by ``Timeouts.request``)."""
+        thread.ledger.history_until(newest_message_id)
+        statuses = await self._read(thread, thread.client.status(), "GET /session/status")
+        if statuses is None or not await self._tree_busy(thread, statuses):
+            return
+        task = await self._adopt(thread, statuses)
+        if task is not None:
+            await asyncio.wait([task])  # cancelled here, the read-back still finishes
+
+    async def _tree_busy(self, thread: ThreadState, statuses: Mapping[str, SessionStatus]) -> bool:
+        """Whether the root or a session below it works (read up each busy ancestry)."""
+        busy = [sid for sid, status in statuses.items() if status.is_busy]
+        if thread.session_id in busy:
+            return True
+        for sid in busy[:_MAX_BUSY_LOOKUPS]:
+            if self._core.owner.get(sid, thread) is not thread:
+                continue  # another thread's
+            current: str | None = sid
+            for _ in range(_MAX_DEPTH):
+                if current is None or current == thread.session_id:
+                    break
+                session = await self._read(
+                    thread, thread.client.get_session(current), "GET /session/{id}"
+                )
+                current = session.parent_id if session is not None else None
+            if current == thread.session_id:
+                return True
+        return False
+
+    # -- live ---------------------------------------------------------------------------
+
+    def may_adopt(self, thread: ThreadState) -> bool:
+        """Whether a run may become the thread's turn now: it has none, and no stop, no
+        close and no send of this adapter is under way."""
+        return (
+            thread.turn is None
+            and thread.lifecycle.phase is ThreadPhase.READY
+            and thread.interrupts.stop is None
+            and thread.submission.task is None
+            and not thread.compactions.own_summary
+        )
+
+    def adopt_started(self, thread: ThreadState, message_id: str) -> None:
+        """The root got user message ``message_id``, which this adapter did not send: it
+        starts a run, the thread's turn from now on (its events follow, live)."""
+        turn = self._begin_turn(thread, message_id, "adopted")
+        self._claim_start(thread, turn, message_id)
+
+    def adopt_busy(self, thread: ThreadState) -> None:
+        """The root works while the thread has no turn: whose run it is is read from the
+        stored messages (one look at a time per thread)."""
+        if thread.thread_id in self._looking:
+            return
+        self._looking.add(thread.thread_id)
+
+        async def look() -> None:
+            try:
+                statuses = await self._read(thread, thread.client.status(), "GET /session/status")
+                root = statuses.get(thread.session_id) if statuses is not None else None
+                if statuses is not None and root is not None and root.is_busy:
+                    await self._adopt(thread, statuses)
+            finally:
+                self._looking.discard(thread.thread_id)
+
+        thread.scope.spawn(look(), name="adopt-busy")
+
+    # -- adopting -------------------------------------------------------------------------
+
+    async def _adopt(
+        self, thread: ThreadState, statuses: Mapping[str, SessionStatus]
+    ) -> asyncio.Task[None] | None:
+        """Begin the adopted turn of the root's newest run and start reading it back;
+        ``None`` when there is nothing to adopt (a turn began meanwhile, the newest run
+        is a turn this adapter knows already)."""
+        messages = await self._read(
+            thread, thread.client.messages(thread.session_id), "GET /session/{id}/message"
+        )
+        if messages is None or not self.may_adopt(thread):
+            return None
+        starts = turn_starts(messages, thread.ledger.user_turns())
+        if not starts:
+            return None
+        start = starts[-1].info
+        known = thread.ledger.get(start.id)
+        if known is not None and known.turn_id is not None:
+            return None  # a step of a turn this adapter knows (a stopped turn's late step)
+        turn = self._begin_turn(thread, start.id, "adopted")
+        self._claim_start(thread, turn, start.id)
+        return turn.scope.spawn(
+            self._read_back(thread, turn, messages, statuses, start.created), name="read-back"
+        )
+
+    def _claim_start(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
+        """The run's first message is the turn's, as a prompt already echoed."""
+        turn.prompts[message_id] = True
+        thread.ledger.claim(message_id, turn.turn_id)
+        turn.collector.add_turn_message(message_id)
+        turn.users_seen.add(message_id)
+        turn.last_user_id = message_id
+        thread.lifecycle.advance(turn, TurnPhase.STREAMING)
+
+    async def _read_back(
+        self,
+        thread: ThreadState,
+        turn: Turn,
+        messages: Sequence[Message],
+        statuses: Mapping[str, SessionStatus],
+        started: float | None,
+    ) -> None:
+        """Emit what the run produced before it was adopted: the root's stored output,
+        then its tree's, breadth-first; then let the turn settle as any turn."""
+        self.absorb_stored(thread, turn, messages)
+        frontier = [thread.session_id]
+        permits = asyncio.Semaphore(self._core.limits.stop_concurrency)
+
+        async def bounded(call: Awaitable[_T], what: str) -> _T | None:
+            async with permits:
+                return await self._read(thread, call, what)
+
+        while frontier and thread.turn is turn:
+            listed = await asyncio.gather(
+                *(
+                    bounded(thread.client.children(sid), "GET /session/{id}/children")
+                    for sid in frontier
+                )
+            )
+            joined: list[str] = []
+            for parent, children in zip(frontier, listed, strict=True):
+                for child in children or ():
+                    if thread.turn is turn and self._of_run(thread, turn, child, statuses, started):
+                        self._ownership.adopt(thread, child.id, parent, title=child.title)
+                        joined.append(child.id)
+            stored = await asyncio.gather(
+                *(
+                    bounded(thread.client.messages(sid), "GET /session/{id}/message")
+                    for sid in joined
+                )
+            )
+            for sid, child_messages in zip(joined, stored, strict=True):
+                if child_messages is None or thread.turn is not turn:
+                    continue
+                turn.collector.reconcile(sid, child_messages)
+                for message in child_messages:
+                    for part in message.parts:
+                        self._output.part(thread, part, None)
+            frontier = joined
+        if thread.turn is turn and thread.interrupts.stop is None:
+            # Whatever the status said before the read, the root may have gone idle
+            # since, with its idle event before the turn began: the settle asks.
+            self._schedule_check(thread, turn)
+
+    def _of_run(
+        self,
+        thread: ThreadState,
+        turn: Turn,
+        child: Session,
+        statuses: Mapping[str, SessionStatus],
+        started: float | None,
+    ) -> bool:
+        """Whether a child belongs to the adopted run: a ``task`` call of the run named
+        it, it works now, or it was created since the run began. The finished children
+        of earlier turns are left out (a Stop still walks them: ``GET /children``)."""
+        if child.id in thread.tree.sessions:
+            return thread.tree.sessions[child.id] == turn.turn_id
+        status = statuses.get(child.id)
+        if status is not None and status.is_busy:
+            return True
+        return started is not None and child.created >= started
+
+    async def _read(self, thread: ThreadState, call: Awaitable[_T], what: str) -> _T | None:
+        """One read of the server, bounded by ``Timeouts.request``; a failure is told
+        to the host as a ``runtime.warning`` (the turn goes on with the live events)."""
+        try:
+            async with asyncio.timeout(self._core.timeouts.request):
+                return await call
+        except (OpenCodeError, TimeoutError) as exc:
+            _log.warning("adapter.adoption_read_failed", thread_id=thread.thread_id, what=what)
+            self._core.emit(
+                RuntimeWarningEvent(
+                    thread_id=thread.thread_id,
+                    turn_id=thread.lifecycle.turn_id,
+                    message=f"reading the thread's run back failed ({what}): {exc}",
+                )
+            )
+            return None

@@ -1,0 +1,179 @@
+"""Adoption (issue 33): a run on the thread's root that this adapter did not start is a turn.
+
+On the fake, each path the real server shows (``tests/real/test_adoption_real.py`` pins
+them on ``opencode serve``): a run found working when the thread is resumed (a host
+restarted mid-turn), a run another client starts on a watched thread, turn ids every
+process derives alike, and the races of the read-back: live output overlapping it, a run
+that ends before it, a Stop during it, a follow-up during it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter import ContentDelta, ItemCompleted, OpenCodeAdapter, TurnStarted
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
+from tests.adapter_support import Recorder
+
+T = "thread"
+
+
+async def new_session(fake: FakeOpenCodeServer) -> str:
+    """A session another host created (what a resume cursor names)."""
+    async with fake.client() as http:
+        response = await http.post("/session", json={"title": "elsewhere"})
+        response.raise_for_status()
+        return str(response.json()["id"])
+
+
+async def prompt(fake: FakeOpenCodeServer, session_id: str, text: str) -> None:
+    """Another client (a host process gone since, a second worker) prompts the session."""
+    async with fake.client() as http:
+        body = {"parts": [{"type": "text", "text": text}]}
+        (await http.post(f"/session/{session_id}/prompt_async", json=body)).raise_for_status()
+
+
+def cursor(session_id: str) -> dict[str, Any]:
+    return {"schema": 1, "session_id": session_id, "directory": None}
+
+
+def user_ids(fake: FakeOpenCodeServer, session_id: str) -> list[str]:
+    """The session's user messages, in the order the fake announced them."""
+    ids: list[str] = []
+    for event in fake.events:
+        info = event["properties"].get("info", {}) if event["type"] == "message.updated" else {}
+        mine = info.get("sessionID") == session_id and info.get("role") == "user"
+        if mine and info["id"] not in ids:
+            ids.append(info["id"])
+    return ids
+
+
+def text(rec: Recorder, turn_id: str) -> str:
+    return "".join(
+        e.delta
+        for e in rec.events
+        if isinstance(e, ContentDelta) and e.turn_id == turn_id and e.stream == "assistant_text"
+    )
+
+
+def tree_script(fake: FakeOpenCodeServer) -> None:
+    """A root that wrote text and finished a tool, then a subagent whose own subagent
+    hangs: a turn a restart finds half done."""
+    fake.script("grand", [Hang()])
+    fake.script(
+        "child", [Tool("read", {"filePath": "notes.md"}, output="notes"), Task("dig", "grand")]
+    )
+    fake.script(
+        "root",
+        [
+            Text("before the restart"),
+            Tool("bash", {"command": "echo built"}, output="built\n"),
+            Task("look around", "child"),
+        ],
+    )
+
+
+async def working_tree(fake: FakeOpenCodeServer) -> tuple[str, list[str]]:
+    """A session whose tree (root, child, grandchild) works, started by another host."""
+    tree_script(fake)
+    root = await new_session(fake)
+    await prompt(fake, root, "go [[script:root]]")
+    await fake.wait_until(lambda: len(fake.tree(root)) == 3)
+    tree = fake.tree(root)
+    await fake.wait_hanging(tree[2])
+    return root, tree
+
+
+async def test_a_run_found_working_at_resume_is_an_adopted_turn_with_its_output_so_far(
+    fake: FakeOpenCodeServer,
+) -> None:
+    root, tree = await working_tree(fake)
+    [first_prompt] = user_ids(fake, root)
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        info = await oc.start_session(T, resume=cursor(root))
+        assert info.status == "running"
+        assert info.active_turn_id == "turn_" + first_prompt.removeprefix("msg_")
+        [started] = rec.of("turn.started")
+        assert isinstance(started, TurnStarted) and started.origin == "adopted"
+        assert started.turn_id == info.active_turn_id
+        assert text(rec, started.turn_id) == "before the restart"
+        [bash] = [e for e in rec.of("item.completed") if e.tool == "bash"]
+        assert isinstance(bash, ItemCompleted) and bash.detail == "built\n"
+        assert [e.session_id for e in rec.of("child.started")] == tree[1:]
+        assert {e.session_id for e in rec.of("task.started")} == set(tree[1:])
+        assert [s.session_id for s in (await oc.session_tree(T)).sessions] == tree
+        result = await oc.interrupt_turn(T, started.turn_id)
+        await rec.close()
+    assert result.partial.text == "before the restart"
+    calls = {c.tool: c for c in result.partial.tool_calls}
+    assert calls["bash"].status == "completed" and calls["bash"].output == "built\n"
+    assert calls["read"].status == "completed" and calls["read"].output == "notes"
+    [aborted] = rec.of("turn.aborted")
+    assert aborted.turn_id == started.turn_id
+    assert not any(fake.sessions[s].busy for s in tree)
+    # Emitted once: the read-back and the live events never both sent a piece.
+    assert len(rec.of("item.completed")) == len({e.item_id for e in rec.of("item.completed")})
+
+
+async def test_a_run_another_client_starts_on_a_watched_thread_is_a_turn_with_its_text(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("elsewhere", [Text("hello from another worker", chunks=4)])
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        root = (await oc.start_session(T)).session_id
+        await prompt(fake, root, "hi [[script:elsewhere]]")
+        done = await rec.wait_for("turn.completed")
+        assert oc.session_info(T).status == "ready"
+        await rec.close()
+    [started] = rec.of("turn.started")
+    assert isinstance(started, TurnStarted) and started.origin == "adopted"
+    assert started.turn_id == "turn_" + user_ids(fake, root)[0].removeprefix("msg_")
+    assert done.turn_id == started.turn_id and done.state == "completed"
+    assert text(rec, started.turn_id) == "hello from another worker"
+
+
+async def test_a_sent_turns_id_is_derived_from_its_prompts_message_id(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("root", [Text("one")])
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        root = (await oc.start_session(T)).session_id
+        turn = await oc.send_turn(T, "go [[script:root]]")
+        await rec.wait_for("turn.completed")
+        await rec.close()
+    [sent] = user_ids(fake, root)
+    assert turn.turn_id == "turn_" + sent.removeprefix("msg_")
+    [started] = rec.of("turn.started")
+    assert isinstance(started, TurnStarted) and started.origin == "sent"
+
+
+async def test_two_adapters_on_one_thread_name_its_turn_alike_and_either_stops_it(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("long", [Text("from A"), Hang()])
+    fake.script("next", [Text("the follow-up")])
+    async with (
+        OpenCodeAdapter(fake.base_url, transport=fake.transport) as a,
+        OpenCodeAdapter(fake.base_url, transport=fake.transport) as b,
+    ):
+        rec_a, rec_b = Recorder(a), Recorder(b)
+        root = (await a.start_session(T)).session_id
+        sent = await a.send_turn(T, "go [[script:long]]")
+        await fake.wait_hanging(root)
+        info = await b.start_session(T, resume=cursor(root))
+        assert info.status == "running" and info.active_turn_id == sent.turn_id
+        result = await b.interrupt_turn(T, sent.turn_id)
+        assert result.turn_id == sent.turn_id and result.partial.text == "from A"
+        ended = await rec_a.wait_for("turn.aborted")
+        assert ended.turn_id == sent.turn_id
+        assert ended.reason == "Aborted outside this adapter."
+        follow_up = await a.send_turn(T, "more [[script:next]]")
+        await rec_a.wait_for("turn.completed")
+        seen = await rec_b.wait_for("turn.completed")
+        await rec_a.close()
+        await rec_b.close()
+    assert seen.turn_id == follow_up.turn_id
+    assert text(rec_b, follow_up.turn_id) == "the follow-up"
