@@ -9,10 +9,13 @@ that ends before it, a Stop during it, a follow-up during it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
+
 from adapter import ContentDelta, ItemCompleted, OpenCodeAdapter, TurnStarted
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
 from tests.adapter_support import Recorder
 
 T = "thread"
@@ -46,6 +49,17 @@ def user_ids(fake: FakeOpenCodeServer, session_id: str) -> list[str]:
         if mine and info["id"] not in ids:
             ids.append(info["id"])
     return ids
+
+
+def texts(fake: FakeOpenCodeServer, session_id: str) -> list[str]:
+    """The text of every text part the fake announced in ``session_id``."""
+    return [
+        str(e["properties"]["part"].get("text"))
+        for e in fake.events
+        if e["type"] == "message.part.updated"
+        and e["properties"]["part"]["sessionID"] == session_id
+        and e["properties"]["part"]["type"] == "text"
+    ]
 
 
 def text(rec: Recorder, turn_id: str) -> str:
@@ -177,3 +191,125 @@ async def test_two_adapters_on_one_thread_name_its_turn_alike_and_either_stops_i
         await rec_b.close()
     assert seen.turn_id == follow_up.turn_id
     assert text(rec_b, follow_up.turn_id) == "the follow-up"
+
+
+def hold_full_reads(fake: FakeOpenCodeServer, session_id: str) -> asyncio.Event:
+    """Hold every full read of ``session_id``'s messages (the read-back's; a
+    ``limit`` read passes) until the returned event is set."""
+    release = asyncio.Event()
+
+    async def wait(request: httpx.Request) -> None:
+        if "limit" not in request.url.params:
+            await release.wait()
+
+    fake.on("GET", f"/session/{session_id}/message", wait)
+    return release
+
+
+async def test_live_deltas_overlapping_the_read_back_leave_the_text_whole_and_once(
+    fake: FakeOpenCodeServer,
+) -> None:
+    whole = "".join(f"<{i:02d}>" for i in range(40))
+    fake.script("slow", [Text(whole, chunks=40, delay=0.01)])
+    root = await new_session(fake)
+    await prompt(fake, root, "go [[script:slow]]")
+    deltas = lambda: sum(e["type"] == "message.part.delta" for e in fake.events)  # noqa: E731
+    await fake.wait_until(lambda: deltas() >= 5)
+    release = hold_full_reads(fake, root)
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        start = asyncio.create_task(oc.start_session(T, resume=cursor(root)))
+        await fake.wait_until(lambda: deltas() >= 20)  # live deltas while the read waits
+        release.set()
+        await start
+        done = await rec.wait_for("turn.completed")
+        await rec.close()
+    assert text(rec, done.turn_id) == whole
+
+
+async def test_an_adoption_that_finds_the_run_ended_emits_it_and_ends_it(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("short", [Text("done already")])
+    fake.script("slow", [Text("x", delay=0.2)])
+    root = await new_session(fake)
+    await prompt(fake, root, "go [[script:slow]]")
+    release = hold_full_reads(fake, root)
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        start = asyncio.create_task(oc.start_session(T, resume=cursor(root)))
+        await fake.wait_until(lambda: not fake.sessions[root].busy)  # ended meanwhile
+        release.set()
+        await start
+        done = await rec.wait_for("turn.completed")
+        assert oc.session_info(T).status == "ready"
+        await rec.close()
+    assert done.state == "completed" and text(rec, done.turn_id) == "x"
+    assert [e.type for e in rec.events if e.type.startswith("turn.")][-1] == "turn.completed"
+
+
+async def test_a_stop_during_the_read_back_stops_the_tree_and_keeps_what_it_made(
+    fake: FakeOpenCodeServer,
+) -> None:
+    root, tree = await working_tree(fake)
+    tree_read = fake.hold("GET", f"/session/{root}/children")  # the read-back's walk
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        start = asyncio.create_task(oc.start_session(T, resume=cursor(root)))
+        started = await rec.wait_for("turn.started")
+        await tree_read.started.wait()
+        stop = asyncio.create_task(oc.interrupt_turn(T, started.turn_id))
+        tree_read.release()
+        result = await stop
+        await start
+        await rec.close()
+    assert result.turn_id == started.turn_id
+    assert not any(fake.sessions[s].busy for s in tree)
+    calls = {c.tool: c for c in result.partial.tool_calls}
+    assert calls["bash"].status == "completed" and calls["bash"].output == "built\n"
+    assert [e.type for e in rec.events if e.type.startswith("turn.")].count("turn.aborted") == 1
+
+
+async def test_a_follow_up_during_the_adoption_joins_the_adopted_turn(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("long", [Text("first"), Hang()])
+    root = await new_session(fake)
+    await prompt(fake, root, "go [[script:long]]")
+    await fake.wait_hanging(root)
+    tree_read = fake.hold("GET", f"/session/{root}/children")  # the read-back's walk
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        start = asyncio.create_task(oc.start_session(T, resume=cursor(root)))
+        started = await rec.wait_for("turn.started")
+        await tree_read.started.wait()
+        follow_up = asyncio.create_task(oc.send_turn(T, "and this too"))
+        await fake.wait_until(lambda: "and this too" in texts(fake, root))
+        tree_read.release()
+        await start
+        steered = await follow_up
+        assert steered.turn_id == started.turn_id  # a steer of the adopted turn
+        result = await oc.interrupt_turn(T)
+        await rec.close()
+    assert result.turn_id == started.turn_id
+    assert len(rec.of("turn.started")) == 1
+
+
+async def test_a_request_opened_before_the_adoption_is_announced_once_and_answered(
+    fake: FakeOpenCodeServer,
+) -> None:
+    fake.script("asks", [Permission("bash", ["make *"]), Text("made")])
+    root = await new_session(fake)
+    await prompt(fake, root, "go [[script:asks]]")
+    await fake.wait_until(lambda: bool(fake.pending_permissions()))
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        await oc.start_session(T, resume=cursor(root))
+        opened = await rec.wait_for("request.opened")
+        assert [r.request_id for r in oc.pending_requests(T)] == [opened.request_id]
+        await oc.respond_to_request(T, opened.request_id, "accept")
+        done = await rec.wait_for("turn.completed")
+        await rec.close()
+    assert len(rec.of("request.opened")) == 1
+    assert opened.turn_id == done.turn_id
+    assert text(rec, done.turn_id) == "made"

@@ -19,12 +19,26 @@ from adapter._base._ids import mint_message_id
 from adapter._base._tasks import TaskOwner
 from adapter._stop._partial_collector import PartialCollector
 from adapter._turns._lifecycle import Lifecycle, LifecycleError, TurnEnding
-from adapter._turns._phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
+from adapter._turns._phases import (
+    THREAD_TRANSITIONS,
+    TURN_STARTS,
+    TURN_TRANSITIONS,
+    ThreadPhase,
+    TurnPhase,
+)
 from adapter._turns._turn import Turn, turn_id_for
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "interrupt.md"
 ARROW = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)\s*(?::.*)?$")
 ROOT = "ses_" + "a" * 26
+
+
+def starts(machine: str) -> set[str]:
+    """The states a drawing enters from ``[*]``."""
+    blocks = re.findall(r"```mermaid\n(.*?)```", DOC.read_text(), flags=re.S)
+    [block] = [b for b in blocks if f"%% {machine}" in b]
+    found = (ARROW.match(line) for line in block.splitlines())
+    return {m.group(2) for m in found if m is not None and m.group(1) == "[*]"}
 
 
 def drawn(machine: str) -> tuple[set[str], set[tuple[str, str]]]:
@@ -58,6 +72,7 @@ def test_the_turn_drawing_is_the_turn_table() -> None:
     states, arrows = drawn("TurnPhase")
     assert states == {p.value for p in TurnPhase}
     assert arrows == table(TURN_TRANSITIONS)
+    assert starts("TurnPhase") == {p.value for p in TURN_STARTS.values()}
 
 
 def test_every_thread_phase_is_a_status_a_host_can_see() -> None:

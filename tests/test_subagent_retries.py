@@ -30,6 +30,11 @@ async def test_a_subagents_retries_are_reported_on_its_task(
         "retrying (attempt 2): Overloaded",
     ]
     assert all(e.turn_id == turn.turn_id for e in retries)
+    assert [e.retry.attempt for e in retries if e.retry] == [1, 2]
+    assert all(e.retry and e.retry.message == "Overloaded" for e in retries)
+    others = [e for e in rec.of("task.updated", T) if "retrying" not in (e.text or "")]
+    assert all(e.retry is None for e in others)
+    assert retries[0].to_dict()["retry"]["attempt"] == 1
     assert all((e.raw or {}).get("type") == "session.status" for e in retries)
     assert rec.of("turn.retrying", T) == [], "the root did not retry"
 
@@ -46,5 +51,6 @@ async def test_a_subagents_status_set_to_retry_is_reported_once(
     fake.set_status(child, {"type": "busy"})
     fake.set_status(child, {**retry, "attempt": 4})
     await rec.wait_for("task.updated", lambda e: "attempt 4" in (e.text or ""))
+    assert [e.retry.next_at for e in rec.of("task.updated", T) if e.retry] == [1.9e9, 1.9e9]
     texts = [e.text for e in rec.of("task.updated", T)]
     assert texts == ["retrying (attempt 3): Rate limited", "retrying (attempt 4): Rate limited"]

@@ -356,6 +356,7 @@ class SubagentTasks:
                 session_id=task.session_id,
                 tool=None,
                 text=text,
+                retry=retry,
                 raw=raw,
             )
         )

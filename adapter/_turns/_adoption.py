@@ -43,7 +43,7 @@ from .._threads._registry import AdapterCore
 from .._threads._session_owners import Ownership
 from .._threads._stored_turns import turn_starts
 from .._threads._thread_state import ThreadState
-from .._turns._phases import ThreadPhase, TurnPhase
+from .._turns._phases import ThreadPhase
 from .._types._events import RuntimeWarningEvent
 from ._settling import Settling
 from ._turn import Turn
@@ -173,7 +173,6 @@ class Adoption(Settling):
         turn.collector.add_turn_message(message_id)
         turn.users_seen.add(message_id)
         turn.last_user_id = message_id
-        thread.lifecycle.advance(turn, TurnPhase.STREAMING)
 
     async def _read_back(
         self,
@@ -185,6 +184,9 @@ class Adoption(Settling):
     ) -> None:
         """Emit what the run produced before it was adopted: the root's stored output,
         then its tree's, breadth-first; then let the turn settle as any turn."""
+        start = turn.first_prompt_id
+        if start is not None:
+            thread.ledger.claim_run(messages, turn.turn_id, start)
         self.absorb_stored(thread, turn, messages)
         frontier = [thread.session_id]
         permits = asyncio.Semaphore(self._core.limits.stop_concurrency)

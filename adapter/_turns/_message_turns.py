@@ -187,6 +187,21 @@ class MessageLedger:
                 ),
             )
 
+    def claim_run(self, messages: Sequence[Message], turn_id: str, start_id: str) -> None:
+        """An adopted run: the stored messages from its first one on are ``turn_id``'s,
+        also those the stream showed before the turn began (placed then in no turn)."""
+        for message in messages:
+            info = message.info
+            entry = self._entries.get(info.id)
+            if info.id < start_id or (entry is not None and entry.turn_id is not None):
+                continue
+            self._put(
+                info.id,
+                RootMessage(
+                    info.role, info.parent_id, turn_id, summary=info.raw.get("summary") is True
+                ),
+            )
+
     def user_turns(self) -> dict[str, str]:
         """User message id -> turn id, for every user message whose turn is known
         (the prompts the adapter sent, and server-written ones seen during a turn)."""

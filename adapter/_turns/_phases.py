@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Literal
 
-__all__ = ["THREAD_TRANSITIONS", "TURN_TRANSITIONS", "ThreadPhase", "TurnPhase"]
+__all__ = ["THREAD_TRANSITIONS", "TURN_STARTS", "TURN_TRANSITIONS", "ThreadPhase", "TurnPhase"]
 
 
 class ThreadPhase(StrEnum):
@@ -53,6 +54,13 @@ THREAD_TRANSITIONS: Mapping[ThreadPhase, frozenset[ThreadPhase]] = {
     ),
     ThreadPhase.CLOSING: frozenset({ThreadPhase.STOPPED}),
     ThreadPhase.STOPPED: frozenset(),
+}
+
+#: The phase a turn begins in, by who started its run: a prompt the adapter sends waits
+#: for its echo; a run it adopts (:mod:`adapter._turns._adoption`) is already under way.
+TURN_STARTS: Mapping[Literal["sent", "adopted"], TurnPhase] = {
+    "sent": TurnPhase.AWAITING_ECHO,
+    "adopted": TurnPhase.STREAMING,
 }
 
 TURN_TRANSITIONS: Mapping[TurnPhase, frozenset[TurnPhase]] = {

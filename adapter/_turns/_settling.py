@@ -36,7 +36,7 @@ from .._threads._thread_state import ThreadState
 from .._types._events import RuntimeWarningEvent
 from ._background import delivered_result, started_child
 from ._lifecycle import TurnEnding
-from ._phases import TurnPhase
+from ._phases import TURN_STARTS, TurnPhase
 from ._turn import Turn, TurnOrigin, turn_id_for
 
 __all__ = [
@@ -90,6 +90,7 @@ class Settling:
                 context_limit=lambda p, m: thread.client.context_limits.get(p, m),
             ),
             scope=core.tasks.scope(f"turn:{thread.thread_id}"),
+            phase=TURN_STARTS[origin],
             origin=origin,
         )
         thread.lifecycle.begin_turn(turn)

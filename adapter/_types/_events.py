@@ -228,12 +228,14 @@ class TaskUpdated(Event):
     """``task.updated``: what a running subagent is doing now. ``tool`` is the tool it
     runs (``None`` while it writes text), ``text`` the tool's title or the end of its
     latest text (at most 200 characters). At most one per subagent per 0.5 s, and only
-    when it changed."""
+    when it changed; a provider retry of the subagent is told at once, once per attempt,
+    with ``retry`` set (``None`` on every other update)."""
 
     type: Literal["task.updated"] = "task.updated"
     session_id: str
     tool: str | None = None
     text: str | None = None
+    retry: RetryStatus | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
