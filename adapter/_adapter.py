@@ -425,20 +425,21 @@ class OpenCodeAdapter(AsyncClosing):
         core.threads[thread_id] = thread
         core.owner[session_id] = thread
         core.strangers.clear()  # a new root can make yesterday's strangers ours
+        created = session_id != resumed_id  # a resumed tree may be another process's work
         try:
             async with asyncio.timeout(self._timeouts.connect):
                 await first_of(pump.connected.wait(), thread.closed.wait(), core.closing.wait())
         except TimeoutError:
-            await self._discard(thread)
+            await self._discard(thread, abort=created)
             raise ConnectTimeoutError(
                 "event_stream",
                 f"the event stream did not connect within {self._timeouts.connect} s",
             ) from None
         except BaseException:
-            await self._discard(thread)
+            await self._discard(thread, abort=created)
             raise
         if core.closed:
-            await self._discard(thread)
+            await self._discard(thread, abort=created)
             raise AdapterClosedError("the adapter closed while the session was connecting")
         if thread.closing:
             raise SessionClosedError(f"thread {thread_id} was stopped while it was connecting")
@@ -465,8 +466,9 @@ class OpenCodeAdapter(AsyncClosing):
         _log.info("adapter.session_started", thread_id=thread_id, session_id=session_id)
         return thread.info()
 
-    async def _discard(self, thread: ThreadState) -> None:
-        """Undo a start that did not complete: forget the thread, abort what it created."""
+    async def _discard(self, thread: ThreadState, *, abort: bool) -> None:
+        """Undo a start that did not complete: forget the thread, abort what it created
+        (``abort``; never a resumed session, whose run may be another process's)."""
         thread.lifecycle.begin_close()
         thread.scope.cancel()
         self._core.forget(thread)
@@ -474,7 +476,8 @@ class OpenCodeAdapter(AsyncClosing):
         thread.finished.set()
         with contextlib.suppress(OpenCodeError, TimeoutError):
             async with asyncio.timeout(self._timeouts.teardown):
-                await thread.client.abort(thread.session_id)
+                if abort:
+                    await thread.client.abort(thread.session_id)
 
     async def stop_session(self, thread_id: str) -> None:
         """Stop the thread: a pending stop completes, then root and tree are aborted

@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from adapter import OpenCodeAdapter, SessionClosedError
-from adapter.testing.fake import FakeOpenCodeServer, Hold, Text
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Text
 from tests.faults.support import Harness, aborts, fast, settle
 
 T = "thread-1"
@@ -66,6 +66,31 @@ async def test_a_start_cancelled_while_connecting_aborts_its_session_and_leaves_
             "only the shared event pump outlives the start"
         )
         assert "session.started" not in h.rec.types(T)
+        hold.release()
+
+
+async def test_a_resume_cancelled_while_connecting_leaves_the_resumed_tree_running(
+    fake: FakeOpenCodeServer,
+) -> None:
+    """A resumed session is not the start's to abort: its run may be another process's
+    (a worker that detached, a second worker), and a failed start must not stop it."""
+    fake.script("long", [Text("working"), Hang()])
+    async with fake.client() as http:
+        root = (await http.post("/session", json={})).json()["id"]
+        body = {"parts": [{"type": "text", "text": "go [[script:long]]"}]}
+        (await http.post(f"/session/{root}/prompt_async", json=body)).raise_for_status()
+    await fake.wait_hanging(root)
+    async with Harness(fake, timeouts=CONNECT) as h:
+        hold = fake.hold("GET", "/event")
+        cursor = {"schema": 1, "session_id": root, "directory": None}
+        start = asyncio.create_task(h.oc.start_session(T, resume=cursor))
+        await connecting(h.oc, hold)
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        await settle()
+        assert aborts(fake, root) == 0
+        assert fake.sessions[root].busy
         hold.release()
 
 
