@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from adapter import ContentDelta, ItemCompleted, OpenCodeAdapter, TurnStarted
+from adapter import ContentDelta, ItemCompleted, OpenCodeAdapter, Timeouts, TurnStarted
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
 from tests.adapter_support import Recorder
 
@@ -313,3 +313,30 @@ async def test_a_request_opened_before_the_adoption_is_announced_once_and_answer
     assert len(rec.of("request.opened")) == 1
     assert opened.turn_id == done.turn_id
     assert text(rec, done.turn_id) == "made"
+
+
+async def test_a_run_that_went_on_while_the_server_was_unreachable_is_adopted_again(
+    fake: FakeOpenCodeServer,
+) -> None:
+    # The network, not the server, went away: the turn ended ServerUnreachable, but the run
+    # went on; once the server answers again the thread follows it to its end.
+    fake.script(
+        "long",
+        [Text("started"), Tool("bash", {"command": "make"}, output="made\n", duration=1.0)],
+    )
+    timeouts = Timeouts(unreachable=0.2)
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
+        rec = Recorder(oc)
+        await oc.start_session(T)
+        sent = await oc.send_turn(T, "go [[script:long]]")
+        await fake.wait_for_tool("bash", status="running")
+        down = fake.refuse_connections()
+        failed = await rec.wait_for("turn.completed")
+        assert failed.state == "failed" and failed.turn_id == sent.turn_id
+        down.remove()
+        again = await rec.wait_for("turn.started", lambda e: e.origin == "adopted")
+        done = await rec.wait_for("turn.completed", lambda e: e.state == "completed")
+        await rec.close()
+    assert again.turn_id == done.turn_id == sent.turn_id
+    [made] = [e for e in rec.of("item.completed") if e.turn_id == sent.turn_id]
+    assert made.detail == "made\n"

@@ -122,9 +122,13 @@ class Adoption(Settling):
         turn = self._begin_turn(thread, message_id, "adopted")
         self._claim_start(thread, turn, message_id)
 
-    def adopt_busy(self, thread: ThreadState) -> None:
+    def adopt_busy(self, thread: ThreadState, *, after_outage: bool = False) -> None:
         """The root works while the thread has no turn: whose run it is is read from the
-        stored messages (one look at a time per thread)."""
+        stored messages (one look at a time per thread).
+
+        ``after_outage``: the event stream is back after an outage, so the whole tree is
+        looked at, and a run whose turn this adapter ended meanwhile (the server was
+        unreachable, but the run went on) is adopted again, under the same turn id."""
         if thread.thread_id in self._looking:
             return
         self._looking.add(thread.thread_id)
@@ -132,22 +136,33 @@ class Adoption(Settling):
         async def look() -> None:
             try:
                 statuses = await self._read(thread, thread.client.status(), "GET /session/status")
-                root = statuses.get(thread.session_id) if statuses is not None else None
-                if statuses is not None and root is not None and root.is_busy:
+                if statuses is None:
+                    return
+                root = statuses.get(thread.session_id)
+                if after_outage and await self._tree_busy(thread, statuses):
+                    await self._adopt(thread, statuses, rejoin=True)
+                elif root is not None and root.is_busy:
                     await self._adopt(thread, statuses)
             finally:
                 self._looking.discard(thread.thread_id)
 
         thread.scope.spawn(look(), name="adopt-busy")
 
+    def after_outage(self, thread: ThreadState) -> None:
+        """The stream is back: a turn is reconciled (:class:`Settling`); a thread without
+        one adopts a run of its tree that works (started meanwhile, or gone on)."""
+        super().after_outage(thread)
+        if self.may_adopt(thread):
+            self.adopt_busy(thread, after_outage=True)
+
     # -- adopting -------------------------------------------------------------------------
 
     async def _adopt(
-        self, thread: ThreadState, statuses: Mapping[str, SessionStatus]
+        self, thread: ThreadState, statuses: Mapping[str, SessionStatus], *, rejoin: bool = False
     ) -> asyncio.Task[None] | None:
         """Begin the adopted turn of the root's newest run and start reading it back;
         ``None`` when there is nothing to adopt (a turn began meanwhile, the newest run
-        is a turn this adapter knows already)."""
+        is a turn this adapter knows already, unless ``rejoin``)."""
         messages = await self._read(
             thread, thread.client.messages(thread.session_id), "GET /session/{id}/message"
         )
@@ -158,7 +173,7 @@ class Adoption(Settling):
             return None
         start = starts[-1].info
         known = thread.ledger.get(start.id)
-        if known is not None and known.turn_id is not None:
+        if known is not None and known.turn_id is not None and not rejoin:
             return None  # a step of a turn this adapter knows (a stopped turn's late step)
         turn = self._begin_turn(thread, start.id, "adopted")
         self._claim_start(thread, turn, start.id)
