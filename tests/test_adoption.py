@@ -340,3 +340,28 @@ async def test_a_run_that_went_on_while_the_server_was_unreachable_is_adopted_ag
     assert again.turn_id == done.turn_id == sent.turn_id
     [made] = [e for e in rec.of("item.completed") if e.turn_id == sent.turn_id]
     assert made.detail == "made\n"
+
+
+async def test_a_tree_found_working_under_an_idle_root_is_adopted_and_waited_for() -> None:
+    # The root answered and went idle; its background subagent still works: the run is
+    # the thread's turn until the subagent ends and the root has answered its result.
+    async with FakeOpenCodeServer(background_subagents=True) as fake:
+        fake.script("child", [Text("child working"), Tool("bash", {"command": "x"}, duration=0.5)])
+        fake.script("after", [Text("the child is done")])
+        fake.script(
+            "root", [Task("bg", "child", background=True, result_script="after"), Text("later")]
+        )
+        root = await new_session(fake)
+        await prompt(fake, root, "go [[script:root]]")
+        await fake.wait_until(lambda: len(fake.tree(root)) == 2)
+        child = fake.tree(root)[1]
+        await fake.wait_until(lambda: not fake.sessions[root].busy and fake.sessions[child].busy)
+        async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+            rec = Recorder(oc)
+            info = await oc.start_session(T, resume=cursor(root))
+            assert info.status == "running"
+            done = await rec.wait_for("turn.completed")
+            await rec.close()
+    assert done.turn_id == info.active_turn_id and done.state == "completed"
+    assert [e.session_id for e in rec.of("child.started")] == [child]
+    assert "the child is done" in text(rec, done.turn_id)

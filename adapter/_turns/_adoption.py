@@ -58,6 +58,8 @@ _T = TypeVar("_T")
 _MAX_DEPTH = 16
 #: Busy sessions whose ancestry is read at attach (the rest are another host's load).
 _MAX_BUSY_LOOKUPS = 32
+#: Parents remembered (bounded memory: about 100 bytes each).
+_MAX_PARENTS = 10_000
 
 
 class Adoption(Settling):
@@ -68,6 +70,9 @@ class Adoption(Settling):
         self._ownership = ownership
         #: Threads whose "busy without a turn" is being looked into (one look at a time).
         self._looking: set[str] = set()
+        #: Sessions' parents read so far (a parent never changes): resuming many threads
+        #: at once reads each busy session's ancestry once, not once per thread.
+        self._parents: dict[str, str | None] = {}
 
     # -- at attach ----------------------------------------------------------------------
 
@@ -95,13 +100,24 @@ class Adoption(Settling):
             for _ in range(_MAX_DEPTH):
                 if current is None or current == thread.session_id:
                     break
-                session = await self._read(
-                    thread, thread.client.get_session(current), "GET /session/{id}"
-                )
-                current = session.parent_id if session is not None else None
+                current = await self._parent(thread, current)
             if current == thread.session_id:
                 return True
         return False
+
+    async def _parent(self, thread: ThreadState, session_id: str) -> str | None:
+        """``session_id``'s parent (``None``: a root, or unreadable), read once."""
+        if session_id in self._parents:
+            return self._parents[session_id]
+        session = await self._read(
+            thread, thread.client.get_session(session_id), "GET /session/{id}"
+        )
+        if session is None:
+            return None
+        if len(self._parents) >= _MAX_PARENTS:
+            self._parents.pop(next(iter(self._parents)))
+        self._parents[session_id] = session.parent_id
+        return session.parent_id
 
     # -- live ---------------------------------------------------------------------------
 
