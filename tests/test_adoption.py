@@ -365,3 +365,32 @@ async def test_a_tree_found_working_under_an_idle_root_is_adopted_and_waited_for
     assert done.turn_id == info.active_turn_id and done.state == "completed"
     assert [e.session_id for e in rec.of("child.started")] == [child]
     assert "the child is done" in text(rec, done.turn_id)
+
+
+async def test_a_long_run_is_found_from_its_first_message_however_far_back(
+    fake: FakeOpenCodeServer,
+) -> None:
+    # The newest messages are read first: a run longer than that window is widened to.
+    steps: list[Any] = []
+    for i in range(80):
+        steps += [Tool("bash", {"command": f"step {i}"}, output=f"{i}\n"), Text(f"s{i} ")]
+    fake.script("long", [*steps, Hang()])
+    fake.script("short", [Text("earlier")])
+    root = await new_session(fake)
+    async with fake.client() as http:
+        body = {"parts": [{"type": "text", "text": "first [[script:short]]"}]}
+        (await http.post(f"/session/{root}/message", json=body)).raise_for_status()
+    await prompt(fake, root, "go [[script:long]]")
+    await fake.wait_hanging(root)
+    async with fake.client() as http:
+        stored = (await http.get(f"/session/{root}/message")).json()
+    assert len(stored) > 64  # more than the first window
+    run_start = user_ids(fake, root)[1]
+    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
+        rec = Recorder(oc)
+        info = await oc.start_session(T, resume=cursor(root))
+        await oc.interrupt_turn(T)
+        await rec.close()
+    assert info.active_turn_id == "turn_" + run_start.removeprefix("msg_")
+    assert text(rec, info.active_turn_id).startswith("s0 s1 ")
+    assert "earlier" not in text(rec, info.active_turn_id)

@@ -35,7 +35,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TypeVar
 
-from .._client._models import Message, Session, SessionStatus
+from .._client._models import Message, MessageInfo, Session, SessionStatus
 from .._exceptions import OpenCodeError
 from .._logging import get_logger
 from .._stream._output import Output
@@ -60,6 +60,8 @@ _MAX_DEPTH = 16
 _MAX_BUSY_LOOKUPS = 32
 #: Parents remembered (bounded memory: about 100 bytes each).
 _MAX_PARENTS = 10_000
+#: The root's newest messages read first to find the run to adopt (widened as needed).
+_FIRST_WINDOW = 64
 
 
 class Adoption(Settling):
@@ -70,6 +72,10 @@ class Adoption(Settling):
         self._ownership = ownership
         #: Threads whose "busy without a turn" is being looked into (one look at a time).
         self._looking: set[str] = set()
+        #: The status read in flight per client, shared by the adoptions that need one
+        #: meanwhile: it lists every busy session of the server, so a read per thread
+        #: made resuming N threads at once cost N² parses.
+        self._status_reads: dict[int, asyncio.Task[dict[str, SessionStatus] | None]] = {}
         #: Sessions' parents read so far (a parent never changes): resuming many threads
         #: at once reads each busy session's ancestry once, not once per thread.
         self._parents: dict[str, str | None] = {}
@@ -81,7 +87,7 @@ class Adoption(Settling):
         history, and a run of its tree found working becomes its turn, read back before
         this returns (each read bounded by ``Timeouts.request``)."""
         thread.ledger.history_until(newest_message_id)
-        statuses = await self._read(thread, thread.client.status(), "GET /session/status")
+        statuses = await self._statuses(thread)
         if statuses is None or not await self._tree_busy(thread, statuses):
             return
         task = await self._adopt(thread, statuses)
@@ -151,7 +157,7 @@ class Adoption(Settling):
 
         async def look() -> None:
             try:
-                statuses = await self._read(thread, thread.client.status(), "GET /session/status")
+                statuses = await self._statuses(thread)
                 if statuses is None:
                     return
                 root = statuses.get(thread.session_id)
@@ -179,15 +185,10 @@ class Adoption(Settling):
         """Begin the adopted turn of the root's newest run and start reading it back;
         ``None`` when there is nothing to adopt (a turn began meanwhile, the newest run
         is a turn this adapter knows already, unless ``rejoin``)."""
-        messages = await self._read(
-            thread, thread.client.messages(thread.session_id), "GET /session/{id}/message"
-        )
-        if messages is None or not self.may_adopt(thread):
+        found = await self._newest_run(thread)
+        if found is None or not self.may_adopt(thread):
             return None
-        starts = turn_starts(messages, thread.ledger.user_turns())
-        if not starts:
-            return None
-        start = starts[-1].info
+        messages, start = found
         known = thread.ledger.get(start.id)
         if known is not None and known.turn_id is not None and not rejoin:
             return None  # a step of a turn this adapter knows (a stopped turn's late step)
@@ -196,6 +197,30 @@ class Adoption(Settling):
         return turn.scope.spawn(
             self._read_back(thread, turn, messages, statuses, start.created), name="read-back"
         )
+
+    async def _newest_run(self, thread: ThreadState) -> tuple[list[Message], MessageInfo] | None:
+        """The root's newest messages, from the first of its newest run on, and that first
+        message; ``None`` when unreadable or the root has no run. Read newest first,
+        :data:`_FIRST_WINDOW` messages, widened while the window may start inside the run
+        (its first user message starts the window's only turn): a long thread's whole
+        history is not read to adopt its last turn."""
+        limit = _FIRST_WINDOW
+        while True:
+            what = "GET /session/{id}/message"
+            messages = await self._read(
+                thread, thread.client.messages(thread.session_id, limit=limit), what
+            )
+            if messages is None:
+                return None
+            starts = turn_starts(messages, thread.ledger.user_turns())
+            complete = len(messages) < limit  # the whole history is in the window
+            if not starts:
+                if complete:
+                    return None
+            elif complete or starts[-1] is not next(m for m in messages if m.info.role == "user"):
+                start = starts[-1].info
+                return [m for m in messages if m.info.id >= start.id], start
+            limit *= 4
 
     def _claim_start(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
         """The run's first message is the turn's, as a prompt already echoed."""
@@ -275,6 +300,24 @@ class Adoption(Settling):
         if status is not None and status.is_busy:
             return True
         return started is not None and child.created >= started
+
+    async def _statuses(self, thread: ThreadState) -> dict[str, SessionStatus] | None:
+        """``GET /session/status`` of the thread's client: the read in flight, if one is,
+        else a new one (see :attr:`_status_reads`)."""
+        key = id(thread.client)
+        read = self._status_reads.get(key)
+        if read is None:
+            what = "GET /session/status"
+            read = self._core.tasks.spawn(
+                self._read(thread, thread.client.status(), what), name="adoption-status"
+            )
+            self._status_reads[key] = read
+            read.add_done_callback(lambda done: self._forget_status(key, done))
+        return await asyncio.shield(read)
+
+    def _forget_status(self, key: int, read: asyncio.Task[object]) -> None:
+        if self._status_reads.get(key) is read:
+            del self._status_reads[key]
 
     async def _read(self, thread: ThreadState, call: Awaitable[_T], what: str) -> _T | None:
         """One read of the server, bounded by ``Timeouts.request``; a failure is told
