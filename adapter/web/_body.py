@@ -11,7 +11,7 @@ standard library's recursive parser could run out of stack), when it is not
 strict JSON (``NaN``, ``Infinity``, a number out of range) or when a string, key
 included, holds a lone UTF-16 surrogate (``"\\ud800"``: no UTF-8 encoder accepts
 it, so it would break every answer and log line that repeats it). The thread id
-grammar is here too, one rule for the body's ``thread_id`` and every path.
+grammar (``_thread_ids``) applies to the body's ``thread_id`` and every path.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from adapter._base._ids import is_session_id
 from adapter._base._unicode import has_surrogates, surrogate_path
 
 from ._errors import ApiError, invalid
+from ._thread_ids import MAX_THREAD_ID_CHARS, thread_id_problem
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -54,19 +55,6 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 #: deepest body a route takes is 4 levels (``{"resume": {...}}``, ``{"answers": {q: [a]}}``).
 MAX_JSON_DEPTH = 32
 
-#: The longest thread id (it is a path segment and goes into log lines).
-MAX_THREAD_ID_CHARS = 200
-
-#: What a thread id may not hold: ``/`` and ``\\`` (path separators, also once
-#: decoded from ``%2F``/``%5C``), control characters (C0, DEL, C1), the line and
-#: paragraph separators and the bidirectional formatting characters (they reorder
-#: or break what a page or a log line shows).
-_THREAD_ID_FORBIDDEN = re.compile("[/\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_THREAD_ID_RULE = (
-    f"thread_id must be 1 to {MAX_THREAD_ID_CHARS} characters, not '.' or '..', not only "
-    "spaces, without '/', '\\', control characters, line separators, bidirectional "
-    "controls or lone surrogates"
-)
 _MODEL = re.compile(r"^[^/\s]+/\S+$")
 
 # msgspec decodes strict JSON (no NaN, no number out of range, no lone surrogate)
@@ -166,25 +154,6 @@ def _surrogate_field(value: Any) -> str | None:
 
 
 # --------------------------------------------------------------------------- thread ids
-
-
-def thread_id_problem(value: str) -> str | None:
-    """Why ``value`` is not a thread id of the web API (``None``: it is one).
-
-    An id is a path segment of every thread route, built by the page with
-    ``encodeURIComponent``: ``.`` and ``..`` are the segments a URL resolves away
-    (``threads/../stop`` is ``/stop``), and a ``/`` or ``\\`` becomes a separator.
-    """
-    if (
-        not value
-        or len(value) > MAX_THREAD_ID_CHARS
-        or value in (".", "..")
-        or not value.strip()
-        or _THREAD_ID_FORBIDDEN.search(value) is not None
-        or has_surrogates(value)
-    ):
-        return _THREAD_ID_RULE
-    return None
 
 
 def path_thread_id(request: Request) -> str:
