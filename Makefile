@@ -11,7 +11,7 @@ TEST_RESULTS := .test-results/make-test.xml
 WORKERS ?= 2
 PARALLEL = $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 
-.PHONY: test test-matrix lint typecheck unit venv opencode chromium demo web clean
+.PHONY: test test-matrix lint typecheck unit venv opencode chromium postgres demo web clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ chromium:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 
+## Debian's PostgreSQL server binaries for the thread store's tests (tests/web/store:
+## a throwaway server per run, started by the tests as an unprivileged user).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql; }
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -39,7 +46,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict -p adapter
 
 ## Everything CI runs: lint, types, and the whole test suite (real server included).
-test: $(STAMP) opencode chromium lint typecheck
+test: $(STAMP) opencode chromium postgres lint typecheck
 	$(BIN)/python -m pytest -q $(PARALLEL) --junitxml=$(TEST_RESULTS)
 
 ## The real suite against every OpenCode release of tests/real/releases.toml
@@ -50,7 +57,7 @@ test-matrix: $(STAMP)
 	  $(if $(PINNED_RESULTS),--pinned-results $(PINNED_RESULTS))
 
 ## Tests without the real server (fast loop while developing).
-unit: $(STAMP) chromium
+unit: $(STAMP) chromium postgres
 	$(BIN)/python -m pytest -q -m "not real" $(PARALLEL)
 
 demo: $(STAMP)
