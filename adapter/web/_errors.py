@@ -18,6 +18,7 @@ import adapter
 from adapter._logging import get_logger
 
 from ._json import JsonResponse
+from ._store import _errors as store
 
 __all__ = ["ApiError", "error_response", "invalid", "response_for"]
 
@@ -63,11 +64,27 @@ def invalid(field: str, message: str) -> ApiError:
     return ApiError(422, "invalid_input", message, field=field)
 
 
+def _store_error(exc: Exception) -> JsonResponse:
+    """The thread store's answers (``docs/web.md``, "The thread store"): a store that
+    cannot answer now is 503 (retry), never a 500; a record that does not parse 502."""
+    if isinstance(exc, store.ThreadExistsError):
+        return error_response(409, "conflict", str(exc))
+    if isinstance(exc, store.ThreadNotFoundError):
+        return error_response(404, "unknown_thread", str(exc))
+    if isinstance(exc, store.CorruptRecordError):
+        _log.warning("web.corrupt_record", thread_id=exc.thread_id, reason=exc.reason)
+        return error_response(502, "corrupt_record", str(exc))
+    _log.warning("web.store_unavailable", error=str(exc), error_type=type(exc).__name__)
+    return error_response(503, "store_unavailable", str(exc), headers={"Retry-After": "1"})
+
+
 def response_for(exc: Exception, *, field: str | None = None) -> JsonResponse:
     """The answer to ``exc`` raised by a route; ``field`` names the body field an
     :class:`adapter.InvalidInputError` is about (the route knows what it passed)."""
     if isinstance(exc, ApiError):
         return error_response(exc.status, exc.type, exc.message, field=exc.field, extra=exc.extra)
+    if isinstance(exc, store.StoreError):
+        return _store_error(exc)
     if isinstance(exc, adapter.UnknownThreadError):
         return error_response(404, "unknown_thread", str(exc))
     if isinstance(exc, adapter.UnknownRequestError):
