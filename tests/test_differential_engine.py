@@ -14,7 +14,7 @@ import pytest
 
 from adapter.testing import fake
 from adapter.testing import model as scripted
-from tests.differential.compare import compare
+from tests.differential.compare import compare, milestones
 from tests.differential.driver import Exchange, FakeTarget, Recording, conversations, record_both
 from tests.differential.language import (
     CONTINUATION_TEXT,
@@ -30,7 +30,16 @@ from tests.differential.language import (
     model_steps,
 )
 from tests.differential.normalise import MISSING, Normaliser, diff
-from tests.differential.order import ANY, Before, CreatedFirst, Never, Occurs, On, PartsAfterMessage
+from tests.differential.order import (
+    ANY,
+    Before,
+    CreatedFirst,
+    InOrder,
+    Never,
+    Occurs,
+    On,
+    PartsAfterMessage,
+)
 from tests.differential.scenarios import BY_NAME
 from tests.differential.schema import spec
 
@@ -343,6 +352,8 @@ def test_a_background_call_gives_the_fake_a_script_per_run_of_the_parent() -> No
         "abort_during_retries",
         "auto_compaction_mid_run",
         "background_task_stopped_alone",
+        "another_client_prompts_a_watched_session",
+        "busy_tree_found_at_attach",
     ],
 )
 async def test_the_driver_is_deterministic_fake_against_fake(name: str) -> None:
@@ -384,3 +395,52 @@ def test_a_union_error_names_the_variant_the_value_meant() -> None:
     event["properties"]["part"] = {**part, "state": {**state, "bogus": 1}}
     (error,) = spec().validate_event(event)
     assert "at .properties.part" in error and ".state" in error and "'bogus'" in error
+
+
+def test_in_order_follows_one_run_from_its_nth_start() -> None:
+    def ev(kind: str, status: str | None = None) -> dict[str, Any]:
+        props: dict[str, Any] = {"sessionID": SES_A}
+        if status is not None:
+            props["status"] = {"type": status}
+        return {"type": kind, "properties": props}
+
+    ids = {"root": SES_A}
+    start = On("session.compacted", "root")
+    busy = On("session.status", "root", {"status.type": "busy"})
+    idle = On("session.idle", "root")
+    events = [ev("session.compacted"), ev("session.status", "busy"), ev("session.idle")]
+    events += [ev("session.compacted"), ev("session.idle"), ev("session.status", "busy")]
+    assert list(InOrder((start, busy, idle)).violations(events, ids)) == []
+    # The second run's busy comes after its idle: found only because it starts at #2.
+    (second,) = InOrder((start, busy, idle), nth=2).violations(events, ids)
+    assert "no 'session.idle[root]' after #5" in second
+    (third,) = InOrder((start, busy), nth=3).violations(events, ids)
+    assert "only 2" in third
+
+
+async def test_milestones_tell_a_run_and_differ_where_the_run_did() -> None:
+    """A compared run: the same scenario on two fakes has equal milestones; a run whose
+    events changed shows the difference as a ``run`` divergence."""
+    scenario = BY_NAME["another_client_prompts_a_watched_session"]
+    one, two = FakeTarget(), FakeTarget()
+    two.name = "real"
+    try:
+        rec_one, rec_two = await record_both(scenario, one, two)
+    finally:
+        await one.aclose()
+        await two.aclose()
+    told = milestones(rec_one, "root")
+    assert told == milestones(rec_two, "root")
+    first_user = told.index("message.updated user")
+    assert told.index("session.status busy") > first_user
+    assert told.count("session.idle") == 2 and told[-1] == "session.idle"
+    # Drop the second run's first busy on one side: the run comparison catches it.
+    busies = [i for i, e in enumerate(rec_two.events) if e["type"] == "session.status"]
+    users = [
+        i
+        for i, e in enumerate(rec_two.events)
+        if e["type"] == "message.updated" and e["properties"]["info"]["role"] == "user"
+    ]
+    del rec_two.events[next(i for i in busies if i > users[1])]
+    kinds = {d.kind for d in compare(scenario, rec_one, rec_two)}
+    assert "run" in kinds

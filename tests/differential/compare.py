@@ -3,7 +3,8 @@
 Checks, in this order: driver problems, status codes, OpenAPI validity of every JSON
 body and event (both targets), normalised response bodies, normalised state, the set
 of event types, which directory's stream carried which session's events (scenarios
-with other directories), and the scenario's event-order constraints (plus two
+with other directories), the :func:`milestones` of each session the scenario compares
+whole (``compared_runs``), and the scenario's event-order constraints (plus two
 universal ones) on both streams. Every finding is a :class:`Divergence`; the registry of harmless
 ones is applied before, by normalisation (:mod:`.divergences`).
 """
@@ -30,8 +31,8 @@ class Divergence:
 
     scenario: str
     kind: str
-    """``driver``, ``status``, ``schema``, ``body``, ``state``, ``event-types``, ``streams``
-    or ``order``."""
+    """``driver``, ``status``, ``schema``, ``body``, ``state``, ``event-types``, ``streams``,
+    ``run`` (a :attr:`~.language.Scenario.compared_runs` session's milestones) or ``order``."""
     where: str
     path: str = ""
     fake: Any = None
@@ -41,7 +42,7 @@ class Divergence:
         head = f"[{self.kind}] {self.where}"
         if self.path:
             head += f" @ {self.path}"
-        if self.kind in ("status", "body", "state", "event-types", "streams"):
+        if self.kind in ("status", "body", "state", "event-types", "streams", "run"):
             head += f": fake={_show(self.fake)} real={_show(self.real)}"
         return head
 
@@ -173,11 +174,66 @@ def compare(
         for d in diff(stream_contents(fake), stream_contents(real)):
             out.append(Divergence(name, "streams", "event streams", d.path, d.fake, d.real))
 
+    for alias in scenario.compared_runs:
+        found = diff(milestones(fake, alias), milestones(real, alias))
+        out.extend(
+            Divergence(name, "run", f"run of {alias}", d.path, d.fake, d.real) for d in found
+        )
+
     for rec, events in ((fake, events_fake), (real, events_real)):
         constraints = [*scenario.constraints, *universal_constraints(rec)]
         for violation in check(constraints, events, rec.ids):
             out.append(Divergence(name, "order", f"{rec.target}: {violation}"))
     return out
+
+
+UNTOLD = frozenset({"session.updated", "session.diff", "message.part.delta"})
+"""Events left out of :func:`milestones`: bookkeeping whose number and place are timing on
+the real server (``session.updated`` and ``session.diff`` land between any two milestones;
+deltas follow the model's chunking)."""
+
+
+def milestones(rec: Recording, alias: str) -> list[str]:
+    """The events about session ``alias``, each told by what a client reads from it (a
+    message's role and how it ended, a part's type and a tool's status, a status's type),
+    consecutive repeats collapsed (the real server says ``busy`` and a finished message
+    twice); :data:`UNTOLD` events left out."""
+    sid = rec.ids.get(alias)
+    out: list[str] = []
+    for event in rec.events:
+        kind = str(event.get("type"))
+        if sid not in event_sessions(event) or kind in UNTOLD or is_noise(kind):
+            continue
+        label = _milestone(kind, event.get("properties", {}))
+        if not out or out[-1] != label:
+            out.append(label)
+    return out
+
+
+def _milestone(kind: str, props: Any) -> str:
+    if kind == "message.updated":
+        info = props.get("info", {})
+        label = f"{kind} {info.get('role')}"
+        if info.get("finish"):
+            label += f" finish={info['finish']}"
+        if info.get("time", {}).get("completed"):
+            label += " completed"
+        if info.get("error"):
+            label += f" error={info['error'].get('name')}"
+        return label
+    if kind == "message.part.updated":
+        part = props.get("part", {})
+        label = f"{kind} {part.get('type')}"
+        if part.get("type") == "tool":
+            label += f" {part.get('tool')} {part.get('state', {}).get('status')}"
+        elif part.get("type") in ("text", "reasoning") and part.get("time", {}).get("end"):
+            label += " ended"
+        return label
+    if kind == "session.status":
+        return f"{kind} {props.get('status', {}).get('type')}"
+    if kind == "session.error":
+        return f"{kind} {props.get('error', {}).get('name')}"
+    return kind
 
 
 def directory_placeholders(rec: Recording) -> dict[str, str]:

@@ -39,8 +39,10 @@ import httpx
 
 from adapter.testing import FakeOpenCodeServer, RealOpenCodeServer, ScriptedModelServer
 
+from .attach import attach
 from .language import (
     COMMANDS,
+    Attach,
     Call,
     Command,
     Create,
@@ -492,7 +494,14 @@ class _Run:
             route = "message" if action.blocking else "prompt_async"
             label = f"POST /session/{{{action.session}}}/{route}"
             path = f"/session/{sid}/{route}"
-            await self.request(client, "POST", path, body, label, "scenario", action.directory)
+            if action.by_another_client:
+                async with self.target.client() as other:
+                    label += " by another client"
+                    await self.request(
+                        other, "POST", path, body, label, "scenario", action.directory
+                    )
+            else:
+                await self.request(client, "POST", path, body, label, "scenario", action.directory)
         elif isinstance(action, Command):
             sid = await self.wait_session(action.session)
             self.marks[action.session] = len(self.log.events)
@@ -534,6 +543,10 @@ class _Run:
             await self.target.wait_model_call(sid, self.log)
         elif isinstance(action, Settle):
             await self.log.quiet()
+        elif isinstance(action, Attach):
+            sid = await self.wait_session(action.session)
+            async with self.target.client() as reader:
+                await attach(reader, action.session, sid, self.request)
         else:
             raise TypeError(f"not an action: {action!r}")
 

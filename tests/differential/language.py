@@ -178,6 +178,10 @@ class Prompt:
     fresh_history: bool = False
     directory: str | None = None
     """Send it in the named other directory (see :data:`Directory`)."""
+    by_another_client: bool = False
+    """Sent by a second, plain client (a connection of its own, without the scenario's
+    event stream, no ``messageID``): a run the scenario's watcher did not start, as
+    another worker, ``opencode attach`` or a script would start it."""
 
 
 COMMANDS: Mapping[str, Mapping[str, Any]] = {
@@ -258,8 +262,21 @@ class Settle:
     """Wait until no event of the scenario arrived for a short quiet period."""
 
 
+@dataclass(frozen=True)
+class Attach:
+    """What a client attaching to ``session``'s tree reads, through a fresh client of its own:
+    ``GET /session/status``, then ``GET /session/{id}/children`` from ``session`` down
+    (recursively, by the server's answers, not the events), then ``GET /session/{id}/message``
+    of each session found. Each read is recorded and compared like a :class:`Call`; a session
+    the walk finds is named by its place in the walk (``root/0/1``: the second child of the
+    first child), and the status is reduced to the walked tree's sessions (the real server
+    is shared: it can list other scenarios' sessions)."""
+
+    session: str
+
+
 Action: TypeAlias = (
-    Create | Prompt | Command | Call | Fork | WaitIdle | WaitFor | WaitModelCall | Settle
+    Create | Prompt | Command | Call | Fork | WaitIdle | WaitFor | WaitModelCall | Settle | Attach
 )
 
 Directory: TypeAlias = str
@@ -299,6 +316,10 @@ class Scenario:
     commands: bool = False
     """Run on a real server whose configuration has :data:`COMMANDS` (the fake gets them
     too), not the shared one; see :func:`command_server_options`."""
+    compared_runs: Sequence[str] = ()
+    """Sessions (aliases) whose whole event stream is compared between the targets, not
+    only constrained: its :func:`~.compare.milestones` (the order of user and assistant
+    messages, statuses, parts and idles, repeats collapsed) must be equal."""
 
     def __post_init__(self) -> None:
         for name, turns in self.scripts.items():

@@ -136,6 +136,32 @@ def Never(event: On) -> Occurs:
 
 
 @dataclass(frozen=True)
+class InOrder:
+    """From the ``nth`` event ``steps[0]`` matches, each later step matches an event after
+    the one the step before it found: the order of one run (its echo, busy, assistant
+    message, parts, idle) told from an earlier run of the same session."""
+
+    steps: tuple[On, ...]
+    nth: int = 1
+
+    def violations(self, events: Sequence[JSON], ids: Mapping[str, str]) -> Iterator[str]:
+        first = positions(self.steps[0], events, ids)
+        if len(first) < self.nth:
+            yield f"{self}: only {len(first)} '{self.steps[0]}' event(s)"
+            return
+        at = first[self.nth - 1]
+        for step in self.steps[1:]:
+            later = [i for i in positions(step, events, ids) if i > at]
+            if not later:
+                yield f"{self}: no '{step}' after #{at}"
+                return
+            at = later[0]
+
+    def __str__(self) -> str:
+        return f"from #{self.nth} " + " then ".join(str(step) for step in self.steps)
+
+
+@dataclass(frozen=True)
 class CreatedFirst:
     """``session.created`` is the first event that mentions the session ``session``."""
 
@@ -179,7 +205,7 @@ class PartsAfterMessage:
         return "every part event follows a message.updated of its message"
 
 
-Constraint: TypeAlias = Before | Occurs | CreatedFirst | PartsAfterMessage
+Constraint: TypeAlias = Before | Occurs | InOrder | CreatedFirst | PartsAfterMessage
 
 
 def check(

@@ -7,6 +7,7 @@ alongside a turn on the real server.
 
 from __future__ import annotations
 
+from .adoption_scenarios import ADOPTION_SCENARIOS
 from .background_scenarios import BACKGROUND_SCENARIOS
 from .host_scenarios import HOST_SCENARIOS
 from .language import (
@@ -633,6 +634,7 @@ SCENARIOS: list[Scenario] = [
         commands=True,
     ),
     *HOST_SCENARIOS,
+    *ADOPTION_SCENARIOS,
     # Automatic compaction inside a run (a server with auto-compaction on): the summary
     # and the synthetic "continue" message, then the agent goes on in the same run.
     Scenario(

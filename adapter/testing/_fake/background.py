@@ -13,7 +13,8 @@ and the model calling ``task`` with ``"background": true``:
   (:func:`finished_text`) and runs the parent on it (a new run when the parent is
   idle; while it is busy, its next model step takes the message in, like any prompt);
 * a child aborted alone gets no message and the parent does not run again; its
-  abort ends with one more idle pair than a foreground child's;
+  abort ends with three idle pairs, as a foreground child's aborted alone (one more
+  than a child stopped by its parent's abort);
 * aborting the parent (busy or idle) aborts its background children first, with no
   extra idle pair and no message;
 * without the flag, a ``background: true`` call ends ``error`` (:data:`FLAG_OFF_ERROR`)

@@ -305,6 +305,10 @@ class ToolSteps:
             )
             self._writer.tool_completed(run, part, output, step.description, metadata)
         elif result.outcome == "aborted":
+            # Measured on 1.18.34 (the differential scenarios abort_task_child_only,
+            # parallel_tasks_one_aborted, busy_tree_found_at_attach): a child aborted
+            # alone says idle once more before its parent's call ends.
+            self._state.set_idle(child)
             self._writer.tool_error(run, part, "Task cancelled", metadata)
         else:
             failed = subagent_failure(child.id, result.error)
