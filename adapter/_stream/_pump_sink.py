@@ -19,14 +19,14 @@ from .._client import OpenCodeClient
 from .._client._native import NativeEvent
 from .._requests._pending import Requests
 from .._threads._registry import AdapterCore
-from .._turns._lifecycle import TurnEnding
+from .._turns._lifecycle import SERVER_UNREACHABLE, TurnEnding
 from .._turns._running import Turns
 from .._types._events import RuntimeWarningEvent
 
 __all__ = ["UNREACHABLE_ERROR", "PumpSink"]
 
 #: The ``error_name`` of a turn ended because its server stopped listening.
-UNREACHABLE_ERROR = "ServerUnreachable"
+UNREACHABLE_ERROR = SERVER_UNREACHABLE
 
 
 @dataclass(frozen=True, slots=True)

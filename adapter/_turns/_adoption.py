@@ -45,6 +45,7 @@ from .._threads._stored_turns import turn_starts
 from .._threads._thread_state import ThreadState
 from .._turns._phases import ThreadPhase
 from .._types._events import RuntimeWarningEvent
+from ._lifecycle import SERVER_UNREACHABLE
 from ._settling import Settling
 from ._turn import Turn
 
@@ -95,13 +96,18 @@ class Adoption(Settling):
             await asyncio.wait([task])  # cancelled here, the read-back still finishes
 
     async def _tree_busy(self, thread: ThreadState, statuses: Mapping[str, SessionStatus]) -> bool:
-        """Whether the root or a session below it works (read up each busy ancestry)."""
+        """Whether the root or a session below it works, at attach, when the tree is not
+        known yet: read up each busy session's ancestry (``GET /session/{id}``, a read of
+        its parent link only; known strangers and other threads' sessions are skipped)."""
         busy = [sid for sid, status in statuses.items() if status.is_busy]
         if thread.session_id in busy:
             return True
-        for sid in busy[:_MAX_BUSY_LOOKUPS]:
-            if self._core.owner.get(sid, thread) is not thread:
-                continue  # another thread's
+        unknown = [
+            sid
+            for sid in busy
+            if self._core.owner.get(sid, thread) is thread and sid not in self._core.strangers
+        ]
+        for sid in unknown[:_MAX_BUSY_LOOKUPS]:
             current: str | None = sid
             for _ in range(_MAX_DEPTH):
                 if current is None or current == thread.session_id:
@@ -161,7 +167,11 @@ class Adoption(Settling):
                 if statuses is None:
                     return
                 root = statuses.get(thread.session_id)
-                if after_outage and await self._tree_busy(thread, statuses):
+                # After an outage the thread's tree is known: no session outside it is read.
+                tree_busy = any(
+                    statuses[sid].is_busy for sid in thread.tree.sessions if sid in statuses
+                )
+                if after_outage and tree_busy:
                     await self._adopt(thread, statuses, rejoin=True)
                 elif root is not None and root.is_busy:
                     await self._adopt(thread, statuses)
@@ -190,7 +200,11 @@ class Adoption(Settling):
             return None
         messages, start = found
         known = thread.ledger.get(start.id)
-        if known is not None and known.turn_id is not None and not rejoin:
+        if (
+            known is not None
+            and known.turn_id is not None
+            and not self._rejoins(thread, known.turn_id, rejoin)
+        ):
             return None  # a step of a turn this adapter knows (a stopped turn's late step)
         turn = self._begin_turn(thread, start.id, "adopted")
         self._claim_start(thread, turn, start.id)
@@ -221,6 +235,19 @@ class Adoption(Settling):
                 start = starts[-1].info
                 return [m for m in messages if m.info.id >= start.id], start
             limit *= 4
+
+    @staticmethod
+    def _rejoins(thread: ThreadState, turn_id: str, after_outage: bool) -> bool:
+        """Whether the run of ``turn_id``, a turn this adapter ended, is followed again:
+        only after an outage, and only if that turn ended because the server was
+        unreachable (the run went on there): a stopped or finished turn stays ended."""
+        last = thread.lifecycle.last_ended
+        return (
+            after_outage
+            and last is not None
+            and last[0] == turn_id
+            and last[1].error_name == SERVER_UNREACHABLE
+        )
 
     def _claim_start(self, thread: ThreadState, turn: Turn, message_id: str) -> None:
         """The run's first message is the turn's, as a prompt already echoed."""

@@ -44,7 +44,10 @@ from .._types._usage import TurnUsage, UsageFeed
 from ._phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
 from ._turn import Turn
 
-__all__ = ["Lifecycle", "LifecycleError", "TurnEnding"]
+__all__ = ["SERVER_UNREACHABLE", "Lifecycle", "LifecycleError", "TurnEnding"]
+
+#: The ``error_name`` of a turn ended because the server refused every connection.
+SERVER_UNREACHABLE = "ServerUnreachable"
 
 _log = get_logger("adapter.lifecycle")
 
@@ -85,6 +88,8 @@ class Lifecycle:
         self._usage_feed: UsageFeed | None = None
         self._started = False
         self.last_error: str | None = None
+        #: The id of the turn that ended last, and how.
+        self.last_ended: tuple[str, TurnEnding] | None = None
         #: The subagents of the thread's tree as tasks: those still open end before the
         #: turn or the thread that ends them (``task.completed`` first).
         self.tasks = SubagentTasks(thread_id, emit)
@@ -207,6 +212,7 @@ class Lifecycle:
         self._turn_to(turn, TurnPhase.ENDED)
         turn.scope.cancel()
         self._turn = None
+        self.last_ended = (turn.turn_id, ending)
         turn.retry = None
         if self._phase is ThreadPhase.RUNNING:
             self._move(ThreadPhase.READY)
