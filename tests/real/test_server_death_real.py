@@ -1,7 +1,9 @@
 """An external ``opencode serve`` killed (``SIGKILL``) mid-turn: the turn ends ``failed``
 (``ServerUnreachable``) within ``Timeouts.unreachable`` (plus the pump's reconnect
 step), the thread stays ``ready``; the server restarted on the same storage and port,
-the stream reconnects and the thread's next turn completes (issue 33, item 5)."""
+the stream reconnects and the thread's next turn completes; a host resuming the thread
+from its cursor then finds it ``ready``: the killed run did not survive the restart, so
+nothing is adopted (issue 33, item 5)."""
 
 from __future__ import annotations
 
@@ -59,6 +61,16 @@ async def test_a_killed_server_ends_the_turn_unreachable_and_the_thread_goes_on_
         assert info.status == "ready" and info.active_turn_id is None
 
         await asyncio.to_thread(server.restart)
+        # A host restarted with the server resumes the thread: the killed run is gone (its
+        # unfinished answer stays stored, the root idle), so there is nothing to adopt.
+        async with OpenCodeAdapter(
+            server.base_url, directory=str(server.directory), on_close="detach"
+        ) as other:
+            other_rec = Recorder(other)
+            resumed = await other.start_session("t", resume=oc.session_info("t").resume)
+            assert (resumed.status, resumed.active_turn_id) == ("ready", None)
+            await other_rec.close()
+        assert not other_rec.of("turn.started")
         second = await oc.send_turn("t", "again")
         ended = await rec.wait_for(
             "turn.completed", lambda e: e.turn_id == second.turn_id, timeout=60.0
