@@ -40,7 +40,9 @@ from ._errors import ApiError, error_response, invalid, response_for
 from ._guard import RequestGuard, allowed_host_names, allowed_origin_set
 from ._headers import SecurityHeaders
 from ._json import JsonResponse
-from ._sse import event_response
+from ._sse import FrameIds, event_response, snapshot_gap
+from ._store import ThreadStore
+from ._threads import Threads
 
 __all__ = ["STATIC_DIR", "create_app"]
 
@@ -61,6 +63,7 @@ def create_app(
     allowed_origins: Iterable[str] = (),
     max_queue: int = 10_000,
     ping: float = 15.0,
+    store: ThreadStore | None = None,
 ) -> Starlette:
     """The ASGI app (Starlette) serving the page and the JSON/SSE API over ``oc``.
 
@@ -78,6 +81,13 @@ def create_app(
     an overflow ``stream.gap`` frame (it reconnects with ``Last-Event-ID`` and
     catches up from the adapter's history). ``ping``: seconds between SSE keep-alive
     comments (0: none).
+
+    ``store``: the thread store the app's workers share (``open_store``; the host
+    opens and closes it). A thread id this worker does not hold is then resumed from
+    its record before the request is served, ``GET /threads`` lists the store, and
+    every change a later request depends on is written to it before the answer
+    (``docs/web.md``, "Deploying: workers, hosts and restarts"). Without one the
+    threads are the adapter's, in this process.
     """
     if not isinstance(oc, adapter.OpenCodeAdapter):
         raise adapter.InvalidInputError("create_app needs an OpenCodeAdapter")
@@ -87,9 +97,11 @@ def create_app(
         raise adapter.InvalidInputError("max_queue must be a positive integer")
     if isinstance(ping, bool) or not isinstance(ping, int | float) or ping < 0:
         raise adapter.InvalidInputError("ping must be a number of seconds >= 0")
+    if store is not None and not isinstance(store, ThreadStore):
+        raise adapter.InvalidInputError("store must be a ThreadStore (open_store) or None")
     hosts = allowed_host_names(allowed_hosts)
     origins = allowed_origin_set(allowed_origins)
-    api = _Api(oc, max_queue=max_queue, ping=float(ping))
+    api = _Api(oc, Threads(oc, store), max_queue=max_queue, ping=float(ping))
     routes: list[BaseRoute] = [
         Route("/", _page, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR, check_dir=False), name="static"),
@@ -160,21 +172,23 @@ async def _page(request: Request) -> Response:
 
 
 class _Api:
-    def __init__(self, oc: adapter.OpenCodeAdapter, *, max_queue: int, ping: float) -> None:
+    def __init__(
+        self, oc: adapter.OpenCodeAdapter, threads: Threads, *, max_queue: int, ping: float
+    ) -> None:
         self._oc = oc
+        self._threads = threads
+        self._agents = threads.agents
         self._max_queue = max_queue
         self._ping = ping
-        self._starting: set[str] = set()
-        # The agent a thread was made with (POST /threads): its turns' and commands'
-        # agent when they name none. The adapter keeps a thread's model, not its agent.
-        self._agents: dict[str, str] = {}
+        # Frame ids that tell this worker's events from another's (with a store only:
+        # without one, no other process serves the threads).
+        self._ids = FrameIds() if threads.store is not None else None
 
-    def _thread(self, request: Request) -> str:
-        """The path's thread id, known to the adapter (else 404 ``unknown_thread``)."""
+    async def _thread(self, request: Request) -> str:
+        """The path's thread id, held by this worker: resumed from the store when it is
+        not (else 404 ``unknown_thread``)."""
         thread_id = path_thread_id(request)  # 422 outside the id grammar
-        if not self._oc.has_session(thread_id):
-            raise adapter.UnknownThreadError(thread_id)
-        return thread_id
+        return await self._threads.held(thread_id)
 
     # -- threads ---------------------------------------------------------------------
 
@@ -185,39 +199,55 @@ class _Api:
         thread_id = thread_id_value(body) or f"t_{secrets.token_hex(6)}"
         title = optional_str(body, "title")
         resume = resume_value(body)
-        self._check_free(thread_id)
+        threads = self._threads
+        threads.check_free(thread_id)
         model, agent = await checked_choices(self._oc, body)
-        self._check_free(thread_id)  # no await from here to the registration
-        self._starting.add(thread_id)
-        try:
-            info = await self._oc.start_session(thread_id, title=title, resume=resume, model=model)
-        except adapter.InvalidInputError as exc:
-            raise invalid("resume" if resume is not None else "thread_id", str(exc)) from None
-        finally:
-            self._starting.discard(thread_id)
-        if agent is not None:
-            self._agents[thread_id] = agent
+        await threads.check_unclaimed(thread_id)  # 409 before anything is started
+        async with threads.starting(thread_id):  # no await from its check to the start
+            # A given cursor may name another worker's running session: the id is claimed
+            # first, so a loser never stops it. A new session is started first (the
+            # record needs its cursor), and stopped again if the claim fails.
+            claimed = resume is not None and threads.store is not None
+            if claimed:
+                assert resume is not None
+                await threads.claim(thread_id, resume, title=title, model=model, agent=agent)
+            try:
+                info = await self._oc.start_session(
+                    thread_id, title=title, resume=resume, model=model
+                )
+            except adapter.InvalidInputError as exc:
+                if claimed:
+                    await threads.unclaim(thread_id)
+                raise invalid("resume" if resume is not None else "thread_id", str(exc)) from None
+            except BaseException:
+                if claimed:
+                    await threads.unclaim(thread_id)
+                raise
+            if claimed:
+                await threads.claimed(info, agent=agent)
+            else:
+                await threads.created(info, title=title, model=model, agent=agent)
         _log.info("web.thread_created", thread_id=thread_id, session_id=info.session_id)
         return JsonResponse(info.to_dict(), status_code=201)
-
-    def _check_free(self, thread_id: str) -> None:
-        if self._oc.has_session(thread_id) or thread_id in self._starting:
-            raise ApiError(409, "conflict", f"thread {thread_id!r} already exists")
 
     async def fork(self, request: Request) -> Response:
         """``fork_thread``: a new thread on OpenCode's fork of this one's root (its
         directory, model, permission mode and agent); the source is untouched."""
-        source = self._thread(request)
+        source = await self._thread(request)
         body = await read_object(request, frozenset({"thread_id"}))
         thread_id = thread_id_value(body) or f"t_{secrets.token_hex(6)}"
-        self._check_free(thread_id)
-        self._starting.add(thread_id)
-        try:
+        threads = self._threads
+        threads.check_free(thread_id)
+        await threads.check_unclaimed(thread_id)
+        origin = await threads.stored(source)
+        async with threads.starting(thread_id):
             info = await self._oc.fork_thread(source, thread_id)
-        finally:
-            self._starting.discard(thread_id)
-        if source in self._agents:
-            self._agents[thread_id] = self._agents[source]
+            await threads.created(
+                info,
+                title=None,
+                model=origin.model if origin is not None else None,
+                agent=self._agents.get(source),
+            )
         _log.info("web.thread_forked", thread_id=thread_id, source=source)
         return JsonResponse(info.to_dict(), status_code=201)
 
@@ -227,15 +257,15 @@ class _Api:
         return JsonResponse((await self._oc.inventory()).to_dict())
 
     async def list_threads(self, request: Request) -> Response:
-        return JsonResponse([info.to_dict() for info in self._oc.list_sessions()])
+        return JsonResponse(await self._threads.listing())
 
     async def get_thread(self, request: Request) -> Response:
-        return JsonResponse(self._oc.session_info(self._thread(request)).to_dict())
+        return JsonResponse(self._oc.session_info(await self._thread(request)).to_dict())
 
     # -- turns and the stop ----------------------------------------------------------
 
     async def send_turn(self, request: Request) -> Response:
-        thread_id = self._thread(request)
+        thread_id = await self._thread(request)
         body = await read_object(request, frozenset({"text", "model", "agent"}))
         text = required_str(body, "text")
         model, agent = await checked_choices(self._oc, body)
@@ -244,12 +274,13 @@ class _Api:
             turn = await self._oc.send_turn(thread_id, text, model=model, agent=agent)
         except adapter.InvalidInputError as exc:
             raise invalid(_field_named(str(exc), ("model", "agent"), "text"), str(exc)) from None
+        await self._threads.seen(thread_id)
         return JsonResponse({"turn_id": turn.turn_id}, status_code=202)
 
     async def run_command(self, request: Request) -> Response:
         """``run_command``: the server's slash command ``name`` as a new turn (202, as a
         prompt); an unknown one is 422 naming the server's, one while a turn runs 409."""
-        thread_id = self._thread(request)
+        thread_id = await self._thread(request)
         body = await read_object(request, frozenset({"name", "arguments", "model", "agent"}))
         name = required_str(body, "name")
         arguments = body.get("arguments", "")
@@ -267,21 +298,23 @@ class _Api:
             if "has one running" in str(exc):  # a turn began while the inventory was read
                 raise busy from None
             raise invalid("name", str(exc)) from None
+        await self._threads.seen(thread_id)
         return JsonResponse({"turn_id": turn.turn_id}, status_code=202)
 
     async def stop(self, request: Request) -> Response:
         """``interrupt_turn``: concurrent calls (double clicks, several tabs) share one
         stop and all get its result; the adapter's timeouts bound it."""
-        thread_id = self._thread(request)
+        thread_id = await self._thread(request)
         await read_object(request, frozenset())
         result = await self._oc.interrupt_turn(thread_id)
+        await self._threads.seen(thread_id)
         return JsonResponse(result.to_dict())
 
     async def stop_subagent(self, request: Request) -> Response:
         """``stop_subagent``: one subagent and its subtree; the root and the turn go on.
         The root (the turn's Stop stops it), a malformed id (422) and a session outside
         the thread's tree (404) are refused before anything is sent."""
-        thread_id = self._thread(request)
+        thread_id = await self._thread(request)
         session_id = path_session_id(request)
         await read_object(request, frozenset())
         if session_id == self._oc.session_info(thread_id).session_id:
@@ -300,7 +333,7 @@ class _Api:
     # -- what a page follows ---------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
-        thread_id = self._thread(request)
+        thread_id = await self._thread(request)
         after = request.headers.get("last-event-id") or request.query_params.get("after")
         if after is not None and not after.strip():
             after = None
@@ -308,20 +341,30 @@ class _Api:
         # reconnect's Last-Event-ID wins over it, so nothing is sent twice.
         replay = after is None and request.query_params.get("replay") in ("1", "true")
         oc, max_queue = self._oc, self._max_queue
+        lead: Callable[[], dict[str, Any]] | None = None
+        if after is not None and self._ids is not None:
+            given, after = after, self._ids.local(after)
+            if after is None:
+                # Another worker's or an earlier process's id: a gap holding the thread
+                # as it is, then everything retained of it (its running turn so far).
+                replay = True
+
+                def lead() -> dict[str, Any]:
+                    return snapshot_gap(oc.session_info(thread_id), given)
 
         def subscribe() -> adapter.EventStream:
             return oc.events(thread_id, after=after, replay=replay, max_queue=max_queue)
 
-        return event_response(subscribe, thread_id, ping=self._ping)
+        return event_response(subscribe, thread_id, ping=self._ping, ids=self._ids, lead=lead)
 
     async def tree(self, request: Request) -> Response:
-        tree = await self._oc.session_tree(self._thread(request))
+        tree = await self._oc.session_tree(await self._thread(request))
         return JsonResponse(tree.to_dict())
 
     # -- permission and question replies ---------------------------------------------
 
     async def reply(self, request: Request) -> Response:
-        thread_id = self._thread(request)
+        thread_id = await self._thread(request)
         request_id: str = request.path_params["request_id"]
         body = await read_object(request, frozenset({"decision", "answers", "reject"}))
         given = [k for k in ("decision", "answers", "reject") if k in body]

@@ -1,11 +1,20 @@
 """The event stream of one thread as Server-Sent Events.
 
-Each canonical event is one frame: ``id: <event_id>``, ``event: <type>``,
+Each canonical event is one frame: ``id: <epoch>.<event_id>``, ``event: <type>``,
 ``data: <event.to_dict() as JSON>``. The browser's ``EventSource`` remembers the
 last ``id`` and sends it back as ``Last-Event-ID`` when it reconnects, and the
 adapter replays exactly what came after it. So a ``stream.gap`` frame carries
-``id: <last_event_id>`` (the last real event before the gap), never an id of its
-own: a reconnect after it must resume from history, not skip past the gap.
+``id: <epoch>.<last_event_id>`` (the last real event before the gap), never an id
+of its own: a reconnect after it must resume from history, not skip past the gap.
+
+Why the epoch (:class:`FrameIds`): the adapter's event ids count from 1 in each
+process, so an id another worker or an earlier process issued may name another
+event here, and a replay after it would skip or repeat events. The epoch is
+random per app: an id of another epoch is never looked up. The stream then starts
+with a gap frame that holds the thread as it is (``thread``: its
+``SessionInfo``), followed by everything the adapter retains of it (the current
+and previous turn; for an adopted turn, its output read back): the page redraws
+the thread from that, with nothing missing and nothing twice.
 
 The subscription is made when the response starts streaming and lives inside
 the generator's ``async with``: when the client goes, sse-starlette cancels the
@@ -30,7 +39,9 @@ and vanished clients"):
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
@@ -41,7 +52,7 @@ from adapter._logging import get_logger
 
 from ._json import json_text
 
-__all__ = ["SEND_TIMEOUT", "event_frame", "event_response"]
+__all__ = ["SEND_TIMEOUT", "FrameIds", "event_frame", "event_response", "snapshot_gap"]
 
 _log = get_logger("adapter.web")
 
@@ -50,23 +61,66 @@ _log = get_logger("adapter.web")
 SEND_TIMEOUT = 30.0
 
 
-def event_frame(event: adapter.Event) -> ServerSentEvent:
+class FrameIds:
+    """The frames' ids of one app: ``<epoch>.<event_id>``, the epoch random per app
+    (per worker, per process), so an id another worker or an earlier process issued
+    is told apart from this one's even when its event id is also used here."""
+
+    def __init__(self) -> None:
+        self.epoch = secrets.token_hex(6)
+
+    def of(self, event_id: str | None) -> str | None:
+        return None if event_id is None else f"{self.epoch}.{event_id}"
+
+    def local(self, frame_id: str) -> str | None:
+        """The adapter's event id in a frame id this app issued; ``None`` for any other
+        (another worker's, an earlier process's, a bare event id, garbage)."""
+        epoch, dot, event_id = frame_id.partition(".")
+        return event_id if dot and epoch == self.epoch and event_id else None
+
+
+def snapshot_gap(info: adapter.SessionInfo, given: str) -> dict[str, Any]:
+    """The data of the gap frame a stream starts with when ``Last-Event-ID`` was not
+    this app's: a ``stream.gap`` (``reason: "expired"``) holding the thread as it is
+    now; everything retained of it follows."""
+    gap = adapter.StreamGap(
+        thread_id=info.thread_id,
+        reason="expired",
+        last_event_id=None,
+        message=(
+            f"event {given!r:.80} was issued by another worker or an earlier process: "
+            "the thread follows as this worker holds it (everything it retains)"
+        ),
+    )
+    return {**gap.to_dict(), "thread": info.to_dict()}
+
+
+def event_frame(event: adapter.Event, ids: FrameIds | None = None) -> ServerSentEvent:
     """One frame; a gap's frame carries the id of the last event before it. Its data is
-    UTF-8 JSON whatever the server's text held (:func:`adapter.web._json.json_text`)."""
+    UTF-8 JSON whatever the server's text held (:func:`adapter.web._json.json_text`).
+    ``ids``: the app's frame ids (``None``: the bare event ids)."""
     data = json_text(event.to_dict())
-    if isinstance(event, adapter.StreamGap):
-        return ServerSentEvent(data=data, event=event.type, id=event.last_event_id)
-    return ServerSentEvent(data=data, event=event.type, id=event.event_id)
+    event_id = event.last_event_id if isinstance(event, adapter.StreamGap) else event.event_id
+    frame_id = event_id if ids is None else ids.of(event_id)
+    return ServerSentEvent(data=data, event=event.type, id=frame_id)
 
 
 async def _frames(
-    subscribe: Callable[[], adapter.EventStream], thread_id: str
+    subscribe: Callable[[], adapter.EventStream],
+    thread_id: str,
+    ids: FrameIds | None,
+    lead: Callable[[], dict[str, Any]] | None,
 ) -> AsyncIterator[ServerSentEvent]:
     sent = 0
     try:
         async with subscribe() as stream:
+            if lead is not None:
+                # Read in the step the subscription was made in: the thread as it is
+                # when its replay was taken, nothing between.
+                yield ServerSentEvent(data=json_text(lead()), event="stream.gap")
+                sent += 1
             async for event in stream:
-                yield event_frame(event)
+                yield event_frame(event, ids)
                 sent += 1
                 if isinstance(event, adapter.SessionExited):
                     return
@@ -108,10 +162,17 @@ class _EventResponse(EventSourceResponse):
 
 
 def event_response(
-    subscribe: Callable[[], adapter.EventStream], thread_id: str, *, ping: float
+    subscribe: Callable[[], adapter.EventStream],
+    thread_id: str,
+    *,
+    ping: float,
+    ids: FrameIds | None = None,
+    lead: Callable[[], dict[str, Any]] | None = None,
 ) -> EventSourceResponse:
     """The streaming response; it subscribes when it starts streaming (not before:
-    a response that never streams, such as a ``HEAD``, must leave no subscription)."""
+    a response that never streams, such as a ``HEAD``, must leave no subscription).
+    ``lead``: the data of a ``stream.gap`` frame sent first, built right after the
+    subscription is made (:func:`snapshot_gap`)."""
     return _EventResponse(
-        _frames(subscribe, thread_id), thread_id, ping=ping, send_timeout=SEND_TIMEOUT
+        _frames(subscribe, thread_id, ids, lead), thread_id, ping=ping, send_timeout=SEND_TIMEOUT
     )
