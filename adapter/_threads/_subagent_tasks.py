@@ -347,21 +347,15 @@ class SubagentTasks:
             return  # told with its task.started (_announce shows what it does)
         if task.timer is not None:
             task.timer.cancel()
-            task.timer = None
-        task.shown, task.shown_at = task.doing, _now()
-        self._emit(
-            TaskUpdated(
-                thread_id=self._thread_id,
-                turn_id=task.turn_id,
-                session_id=task.session_id,
-                tool=None,
-                text=text,
-                retry=retry,
-                raw=raw,
-            )
-        )
+        self._show(task, retry=retry, raw=raw)
 
-    def _show(self, task: _Task) -> None:
+    def _show(
+        self,
+        task: _Task,
+        *,
+        retry: RetryStatus | None = None,
+        raw: Mapping[str, object] | None = None,
+    ) -> None:
         task.timer = None
         if self._open.get(task.session_id) is not task or task.doing == task.shown:
             return
@@ -374,6 +368,8 @@ class SubagentTasks:
                 session_id=task.session_id,
                 tool=tool,
                 text=text,
+                retry=retry,
+                raw=raw,
             )
         )
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from types import TracebackType
 
+from ..._base._closing import AsyncClosing
 from ._errors import CorruptRecordError
 from ._record import ThreadRecord
 
@@ -32,7 +32,7 @@ class Listing:
         return tuple(error.thread_id for error in self.corrupt)
 
 
-class ThreadStore(abc.ABC):
+class ThreadStore(AsyncClosing, abc.ABC):
     """Durable thread records shared by the app's workers.
 
     ``create`` is the one place a thread id is claimed: of two workers creating the
@@ -66,14 +66,3 @@ class ThreadStore(abc.ABC):
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Release the connection (idempotent). The data stays."""
-
-    async def __aenter__(self) -> ThreadStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
