@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +19,14 @@ import pytest
 from adapter import InvalidInputError
 from adapter.cli import _web, amain
 from adapter.testing.fake import FakeOpenCodeServer
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The default thread store in this test's own directory, never the user's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("OPENCODE_TREE_STORE", raising=False)
+    return tmp_path / "state" / "opencode-tree" / "threads.sqlite3"
 
 
 @pytest.fixture
@@ -36,6 +45,9 @@ def web_args(**overrides: Any) -> argparse.Namespace:
         "allow_host": [],
         "try_out": False,
         "url": None,
+        "workers": 1,
+        "store": None,
+        "no_store": False,
     }
     values.update(overrides)
     return argparse.Namespace(**values)

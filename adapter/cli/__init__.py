@@ -21,7 +21,7 @@ from ._commands import run_command, stop_command, tree_command
 from ._demo import demo_command
 from ._inventory import add_inventory_parser, inventory_command
 from ._render import Out
-from ._web import add_web_parser, web_command
+from ._web import Terminated, add_web_parser, web_command
 
 __all__ = ["amain", "main"]
 
@@ -139,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(amain(argv))
     except KeyboardInterrupt:
         return 130
+    except Terminated:  # SIGTERM while the loop waited: everything was unwound
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,159 @@
+"""``opencode-tree web --workers 2 --store FILE`` (subprocesses) over a real ``opencode serve``.
+
+A rolling restart (issue 34 item 4): a thread's turn whose tree works (root -> task ->
+task -> a model call that never ends) is running when the web command is stopped,
+by SIGTERM (its workers detach) or by SIGKILL of its whole process group (a crash:
+nothing is sent to OpenCode). The tree goes on working on OpenCode. A new web
+command on the same store and port lists the thread, serves it as ``running`` (the
+turn adopted), and a Stop through it stops the whole tree, with the pre-restart
+output (the root's text and its bash call's output) in the partial.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapter import OpenCodeClient
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
+from adapter.testing.model import Hang, ModelRequest, ToolCall, ToolCalls, script_marker, task_call
+
+pytestmark = pytest.mark.real
+
+TOKEN = secrets.token_urlsafe(24)
+BEFORE = "Working on it before the restart. "
+ECHOED = "built before the restart"
+
+
+@contextlib.contextmanager
+def web_command(
+    server: RealOpenCodeServer, store: Path, port: int, log: Path
+) -> Iterator[subprocess.Popen[str]]:
+    """``opencode-tree web --workers 2`` on ``port`` over ``server``, once it serves;
+    in a process group of its own (so a SIGKILL of the group is a crash of it all)."""
+    argv = [
+        *("web", "--url", server.base_url, "--directory", str(server.directory)),
+        *("--workers", "2", "--store", str(store), "--port", str(port), "--token-env", "WEB_T"),
+    ]
+    with log.open("a") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "adapter", *argv],
+            env={**os.environ, "WEB_T": TOKEN, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
+            start_new_session=True,
+        )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # the URL is printed once every worker serves
+            if f"127.0.0.1:{port}/" in line:
+                break
+        else:
+            raise AssertionError(f"web ended ({process.wait()}): {log.read_text()[-2000:]}")
+        yield process
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=15)
+
+
+def script_tree(model: ScriptedModelServer, name: str) -> None:
+    """The root says something and runs bash, then a task whose child's task hangs."""
+    model.script(f"{name}-g", [Hang(text_before="grandchild working")])
+    model.script(f"{name}-c", [ToolCalls([task_call("deeper", f"{name}-g")])])
+    bash = ToolCall("bash", {"command": f"echo {ECHOED}", "description": "build"})
+    model.script(
+        name, [ToolCalls([bash], text=BEFORE), ToolCalls([task_call("research", f"{name}-c")])]
+    )
+
+
+async def grandchild_open(model: ScriptedModelServer, name: str) -> ModelRequest:
+    def found(requests: list[ModelRequest]) -> list[ModelRequest]:
+        return [r for r in requests if r.script == f"{name}-g" and r.ended_at is None]
+
+    return (await model.wait_for_async(found, timeout=60))[0]
+
+
+async def busy(server: RealOpenCodeServer) -> set[str]:
+    async with OpenCodeClient(server.base_url, directory=str(server.directory)) as client:
+        return {sid for sid, status in (await client.status()).items() if status.is_busy}
+
+
+def client(port: int) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=60,
+        trust_env=False,
+    )
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+async def test_a_turn_survives_a_restart_of_the_web_command_and_is_stopped_after_it(
+    real_server: RealOpenCodeServer,
+    scripted_model: ScriptedModelServer,
+    unique_name: str,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    name = unique_name
+    script_tree(scripted_model, name)
+    store, log, port = tmp_path / "threads.sqlite3", tmp_path / "web.log", free_port()
+    thread = f"roll-{how.lower()}"
+    with web_command(real_server, store, port, log) as first:
+        async with client(port) as http:
+            made = await http.post("/threads", json={"thread_id": thread, "title": name})
+            assert made.status_code == 201, made.text
+            root = made.json()["session_id"]
+            sent = await http.post(
+                f"/threads/{thread}/turns", json={"text": "go " + script_marker(name)}
+            )
+            assert sent.status_code == 202, sent.text
+            turn_id = sent.json()["turn_id"]
+            grand = (await grandchild_open(scripted_model, name)).session_id
+        stopped_at = time.monotonic()
+        if how == "SIGTERM":
+            first.send_signal(signal.SIGTERM)
+            assert first.wait(timeout=30) == 0, log.read_text()[-2000:]
+        else:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=10)
+        print(f"{how}: the web command was gone in {time.monotonic() - stopped_at:.2f} s")
+    # Nothing stopped the tree: it works on OpenCode with no web command at all.
+    working = await busy(real_server)
+    assert {root, grand} <= working, (root, grand, working)
+    with web_command(real_server, store, port, log) as second:
+        async with client(port) as http:
+            listed = (await http.get("/threads")).json()
+            shown = await http.get(f"/threads/{thread}")
+            stop = await http.post(f"/threads/{thread}/stop")
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0, log.read_text()[-2000:]
+    assert thread in [t["thread_id"] for t in listed], listed
+    assert shown.status_code == 200, shown.text
+    info = shown.json()
+    assert (info["status"], info["active_turn_id"]) == ("running", turn_id), info
+    assert stop.status_code == 200, stop.text
+    result: dict[str, Any] = stop.json()
+    assert result["turn_id"] == turn_id and result["stop"]["ok"], result
+    stopped = {s["session_id"] for s in result["stop"]["sessions"]}
+    assert {root, grand} <= stopped, result["stop"]
+    partial = result["partial"]
+    assert BEFORE.strip() in partial["text"], partial["text"]
+    bash = [c for c in partial["tool_calls"] if c["tool"] == "bash"]
+    assert [(c["status"], c["output"]) for c in bash] == [("completed", f"{ECHOED}\n")], bash
+    assert not await busy(real_server) & {root, grand}
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
