@@ -19,12 +19,14 @@ from pathlib import Path
 import httpx
 import pytest
 from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
 from adapter import OpenCodeAdapter, Timeouts
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
 from adapter.web import create_app
 from adapter.web._store import SqliteThreadStore, ThreadStore
 from tests.adapter_support import Recorder
+from tests.web.browser_support import blocked, chromium, serving
 from tests.web.support import SseClient
 
 W = "w"
@@ -276,3 +278,55 @@ async def test_a_stored_session_that_is_gone_is_replaced_once_for_every_worker(
     stored = await c.store.get(W)
     assert stored is not None and stored.resume["session_id"] == fresh
     assert (await c.http.get(f"/threads/{W}")).json()["session_id"] == fresh
+
+
+async def test_the_page_shows_a_turn_once_across_a_worker_switch_and_stops_it(
+    start_worker: StartWorker, fake: FakeOpenCodeServer
+) -> None:
+    """The page follows a turn on A; A goes away (detached) and its stream ends; the
+    page reconnects to B with A's Last-Event-ID, gets the gap and B's replay of the
+    adopted turn, and draws it once (before: the text twice and the tool call twice,
+    B's event ids taken for ones already seen); its Stop stops the tree on B."""
+    a, b = await start_worker(), await start_worker()
+    target: list[Starlette] = [a.app]
+
+    async def balancer(scope: Scope, receive: Receive, send: Send) -> None:
+        await target[0](scope, receive, send)
+
+    assert (await a.http.post("/threads", json={"thread_id": W})).status_code == 201
+    fake.script(
+        "switch",
+        [
+            Text("hello from the first worker"),
+            Tool("bash", {"command": "echo hi"}, output="hi\n"),
+            Hang(),
+        ],
+    )
+    errors: list[str] = []
+    async with serving(balancer) as url, chromium() as browser:
+        page = await browser.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda message: errors.extend(blocked(message)))
+        await page.goto(f"{url}?thread={W}")
+        await page.wait_for_function("() => document.body.dataset.ready === 'true'")
+        await page.fill("#prompt", "[[script:switch]]")
+        await page.click("#send")
+        tool = page.locator('[data-tool="bash"]')
+        await tool.locator(".tool-detail").filter(has_text="hi").wait_for()
+        target[0] = b.app
+        await a.oc.aclose()  # detached: its stream ends, the tree goes on
+        await page.wait_for_function(
+            "() => document.getElementById('connection').textContent.includes('expired')",
+            timeout=15_000,
+        )
+        await page.locator('[data-tool="bash"][data-status="completed"]').wait_for()
+        texts = await page.locator(".text.answer").all_text_contents()
+        assert texts == ["hello from the first worker"], texts
+        assert await page.locator('[data-tool="bash"]').count() == 1
+        assert await page.locator(".user").all_text_contents() == ["[[script:switch]]"]
+        await page.click("#stop")
+        await page.wait_for_function(
+            "() => document.getElementById('stop-status').dataset.state === 'stopped'"
+        )
+        assert "hi" in (await page.locator("#partial").text_content() or "")
+    assert tree_idle(fake) and not errors, errors

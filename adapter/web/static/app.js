@@ -109,6 +109,7 @@
     connected: Promise.resolve(), // settles once the EventSource is open
     seen: new Set(), // event ids already applied (a replay never doubles the transcript)
     turns: new Map(), // turn_id -> {section, root}
+    prompts: new Map(), // turn_id -> the prompt this tab sent, kept across a redraw
     currentTurn: null,
     endedTurns: new Set(),
     sessions: new Map(), // session_id -> {node, items, kids, depth}
@@ -143,6 +144,7 @@
     if (!turn) {
       const section = el("section", { class: "turn", "data-turn-id": key });
       section.append(el("div", { class: "turn-head", text: `turn ${key}` }));
+      if (state.prompts.has(key)) section.append(el("div", { class: "user", text: state.prompts.get(key) }));
       $("transcript").append(section);
       turn = { section, root: null };
       state.turns.set(key, turn);
@@ -492,6 +494,12 @@
     "session.started": (e) => setStatus("ready"),
     "thread.started": () => {},
     "session.exited": (e) => {
+      if ((e.reason || "").startsWith("detached")) {
+        // The worker let the thread go (a restart, a deploy): its tree goes on, and the
+        // EventSource reconnects by itself to whichever worker serves the thread now.
+        $("connection").textContent = "the worker let go of the thread; reconnecting…";
+        return;
+      }
       setStatus("stopped");
       setTurnState("–", false);
       if (state.source) state.source.close();
@@ -572,12 +580,30 @@
     "runtime.warning": (e) => note(e, `warning: ${e.message}`, "warning"),
     "runtime.error": (e) => note(e, `error: ${e.message}`, "error"),
     "stream.gap": (e) => {
+      // "expired": what follows is everything the server retains of the thread (after
+      // an id it no longer holds, or one another worker or an earlier process issued,
+      // whose ids mean nothing here): redraw from it, so nothing shows twice.
+      if (e.reason === "expired") redraw(e.thread);
       $("connection").textContent = `events were missed (${e.reason}); catching up`;
     },
   };
 
+  function redraw(thread) {
+    const prompts = new Map(state.prompts);
+    resetTranscript();
+    state.prompts = prompts;
+    if (!thread) return;
+    state.rootSessionId = thread.session_id;
+    setStatus(thread.status);
+    const active = Boolean(thread.active_turn_id);
+    state.currentTurn = thread.active_turn_id || null;
+    setTurnState(active ? "running" : "idle", active);
+    if (thread.status === "stopping") showStopping();
+  }
+
   function onEvent(message) {
-    if (message.lastEventId && state.seen.has(message.lastEventId)) return;
+    // A gap frame has no id of its own (it keeps the last one's): never skipped as seen.
+    if (message.type !== "stream.gap" && message.lastEventId && state.seen.has(message.lastEventId)) return;
     let event;
     try {
       event = JSON.parse(message.data);
@@ -621,6 +647,7 @@
 
   function resetTranscript() {
     state.seen.clear();
+    state.prompts.clear();
     state.turns.clear();
     state.sessions.clear();
     state.items.clear();
@@ -690,6 +717,7 @@
         : await api("POST", host.threadPath("/turns"), { text, ...host.choices() });
       $("prompt").value = "";
       state.currentTurn = state.currentTurn || result.turn_id;
+      state.prompts.set(result.turn_id, text);
       const turn = turnSection(result.turn_id);
       if (!turn.section.querySelector(".user")) {
         turn.section.insertBefore(el("div", { class: "user", text }), turn.section.children[1] || null);
