@@ -157,3 +157,57 @@ async def test_a_turn_survives_a_restart_of_the_web_command_and_is_stopped_after
     assert [(c["status"], c["output"]) for c in bash] == [("completed", f"{ECHOED}\n")], bash
     assert not await busy(real_server) & {root, grand}
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+def test_make_web_serves_and_sigterm_stops_its_opencode_server(tmp_path: Path) -> None:
+    """``make web`` (``opencode-tree web --try``): it serves, keeps no thread store
+    (whatever ``$OPENCODE_TREE_STORE`` says), and SIGTERM ends it with exit code 0
+    and its OpenCode server stopped (it was left running before: uvicorn raised the
+    signal again after its shutdown and the process died before the server's stop)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(tmp_path / "state")}
+    env["OPENCODE_TREE_STORE"] = str(tmp_path / "never.sqlite3")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "adapter", "web", "--try", "--no-token", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if f"127.0.0.1:{port}/" in line:
+                break
+        else:
+            raise AssertionError(f"web --try ended: {process.wait()}")
+        [server] = [int(p) for p in _children(process.pid)]
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False) as http:
+            made = http.post("/threads", json={"thread_id": "try"})
+            assert made.status_code == 201, made.text
+            assert [t["thread_id"] for t in http.get("/threads").json()] == ["try"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+    assert not (tmp_path / "never.sqlite3").exists()
+    assert not (tmp_path / "state").exists()
+    deadline = time.monotonic() + 10
+    while _running(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(server), f"the OpenCode server {server} outlived the web command"
+
+
+def _children(pid: int) -> list[str]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
