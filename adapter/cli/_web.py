@@ -34,7 +34,6 @@ import signal
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._adapter import OpenCodeAdapter
@@ -44,7 +43,13 @@ from .._server._binary import find_opencode_binary, free_port
 from .._types._events import SessionStarted
 from ._commands import documented_command, password_from, url_from
 from ._render import Out
-from ._web_worker import STORE_ENV, WorkerSettings, build_app, serving_resources
+from ._web_worker import (
+    STORE_ENV,
+    WorkerSettings,
+    build_app,
+    describe_store,
+    serving_resources,
+)
 
 if TYPE_CHECKING:
     from ..testing.model import ScriptedModelServer
@@ -236,22 +241,6 @@ def _has_password(target: str) -> bool:
         return True  # cannot tell: refused rather than shown
     query = urllib.parse.parse_qs(parts.query)
     return password is not None or "password" in {k.lower() for k in query}
-
-
-def describe_store(target: str) -> str:
-    """Where the store is, for a person, never with a credential: the SQLite file, or
-    ``PostgreSQL host:port/dbname`` (no user, password or query)."""
-    scheme = target.split(":", 1)[0].lower() if "://" in target else ""
-    if scheme in ("postgresql", "postgres"):
-        try:
-            parts = urllib.parse.urlsplit(target)
-            where = parts.hostname or "local socket"
-            port = f":{parts.port}" if parts.port else ""
-        except ValueError:
-            return "PostgreSQL"
-        return f"PostgreSQL {where}{port}{parts.path}"
-    path = target[len("sqlite:///") :] if scheme == "sqlite" else target
-    return f"SQLite {Path(path).expanduser()}"
 
 
 def listen_settings(args: argparse.Namespace) -> ListenSettings:

@@ -23,8 +23,10 @@ import os
 import signal
 import socket
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 
     from ..web._store import ThreadStore
 
-__all__ = ["WorkerApp", "WorkerSettings", "main", "serving_resources"]
+__all__ = ["WorkerApp", "WorkerSettings", "describe_store", "main", "serving_resources"]
 
 _log = get_logger("adapter.cli.web")
 
@@ -141,6 +143,22 @@ class WorkerSettings:
             allowed_hosts=hosts,
             on_close="abort" if on_close == "abort" else "detach",
         )
+
+
+def describe_store(target: str) -> str:
+    """Where the store is, for a person, never with a credential: the SQLite file, or
+    ``PostgreSQL host:port/dbname`` (no user, password or query)."""
+    scheme = target.split(":", 1)[0].lower() if "://" in target else ""
+    if scheme in ("postgresql", "postgres"):
+        try:
+            parts = urllib.parse.urlsplit(target)
+            where = parts.hostname or "local socket"
+            port = f":{parts.port}" if parts.port else ""
+        except ValueError:
+            return "PostgreSQL"
+        return f"PostgreSQL {where}{port}{parts.path}"
+    path = target[len("sqlite:///") :] if scheme == "sqlite" else target
+    return f"SQLite {Path(path).expanduser()}"
 
 
 @contextlib.asynccontextmanager

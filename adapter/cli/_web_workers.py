@@ -28,20 +28,31 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from .._exceptions import OpenCodeError
 from .._logging import get_logger
 from .._server._process import ServerProcess
 from ._render import Out
-from ._web_worker import LISTEN_FD_ENV, READY_FD_ENV, WORKER_ENV, WorkerSettings
-
-if TYPE_CHECKING:
-    from ._web import ListenSettings
+from ._web_worker import LISTEN_FD_ENV, READY_FD_ENV, WORKER_ENV, WorkerSettings, describe_store
 
 __all__ = ["WorkerPool", "WorkerStartError", "bind_socket", "serve_workers"]
 
 T = TypeVar("T")
+
+
+class ListenSettings(Protocol):
+    """Where to listen and what the app requires (``_web.ListenSettings``)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def token(self) -> str | None: ...
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]: ...
+
 
 _log = get_logger("adapter.cli.web")
 
@@ -208,24 +219,6 @@ class WorkerPool:
         self._ready_read = self._ready_write = -1
 
 
-async def wait_for_signal(*signals: signal.Signals) -> signal.Signals:
-    """The first of ``signals`` to arrive (their handlers are removed again)."""
-    loop = asyncio.get_running_loop()
-    got: asyncio.Future[signal.Signals] = loop.create_future()
-
-    def arrived(sig: signal.Signals) -> None:
-        if not got.done():
-            got.set_result(sig)
-
-    for sig in signals:
-        loop.add_signal_handler(sig, arrived, sig)
-    try:
-        return await got
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-
-
 async def _until_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
     """``work``'s result, or ``None`` (``work`` cancelled) when ``stop`` is set first."""
     job = asyncio.ensure_future(work)
@@ -255,13 +248,17 @@ async def serve_workers(
 ) -> int:
     """The parent of ``--workers N``: the socket, the OpenCode server when no ``--url``
     (started here, once), the workers; until SIGTERM or SIGINT, then all stopped in
-    that order reversed. 0 on a signal, 1 when a worker could not start."""
-    from ._web import describe_store
-
+    that order reversed. 0 on SIGTERM, 130 on SIGINT, 1 when a worker could not start."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    got: list[signal.Signals] = []
+
+    def arrived(sig: signal.Signals) -> None:
+        got.append(sig)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, arrived, sig)
     server: ServerProcess | None = None
     sock = bind_socket(settings.host, settings.port)
     try:
@@ -270,7 +267,7 @@ async def serve_workers(
             env = {k: v for k, v in os.environ.items() if k not in WORKER_ENV}
             server = ServerProcess(args.binary, password=password, cwd=args.directory, env=env)
             if await _until_stopped(_started(server), stop) is None:
-                return 0
+                return 130 if signal.SIGINT in got else 0
         worker = WorkerSettings(
             base_url=url if server is None else server.base_url,
             store=target,
@@ -285,10 +282,11 @@ async def serve_workers(
         pool = WorkerPool(count, sock, worker.to_env())
         try:
             if await _until_stopped(_started(pool), stop) is None:
-                return 0
+                return 130 if signal.SIGINT in got else 0
             announce(out, args, settings, store=target and describe_store(target), workers=count)
-            failed = await _until_stopped(_failed(pool), stop)
-            return 0 if failed is None else 1
+            if await _until_stopped(_failed(pool), stop) is not None:
+                return 1
+            return 130 if signal.SIGINT in got else 0  # as one process does on Ctrl-C
         finally:
             await pool.stop()
     finally:
