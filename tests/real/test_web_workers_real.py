@@ -1,7 +1,8 @@
 """``opencode-tree web --workers 2 --store FILE`` (subprocesses) over a real ``opencode serve``.
 
-A rolling restart (issue 34 item 4): a thread's turn whose tree works (root -> task ->
-task -> a model call that never ends) is running when the web command is stopped,
+A rolling restart (issue 34 item 4), with two workers and with one process: a thread's
+turn whose tree works (root -> task -> task -> a model call that never ends) is
+running when the web command is stopped,
 by SIGTERM (its workers detach) or by SIGKILL of its whole process group (a crash:
 nothing is sent to OpenCode). The tree goes on working on OpenCode. A new web
 command on the same store and port lists the thread, serves it as ``running`` (the
@@ -38,13 +39,22 @@ ECHOED = "built before the restart"
 
 @contextlib.contextmanager
 def web_command(
-    server: RealOpenCodeServer, store: Path, port: int, log: Path
+    server: RealOpenCodeServer, store: Path, port: int, log: Path, workers: int = 2
 ) -> Iterator[subprocess.Popen[str]]:
-    """``opencode-tree web --workers 2`` on ``port`` over ``server``, once it serves;
+    """``opencode-tree web --workers N`` on ``port`` over ``server``, once it serves;
     in a process group of its own (so a SIGKILL of the group is a crash of it all)."""
     argv = [
         *("web", "--url", server.base_url, "--directory", str(server.directory)),
-        *("--workers", "2", "--store", str(store), "--port", str(port), "--token-env", "WEB_T"),
+        *(
+            "--workers",
+            str(workers),
+            "--store",
+            str(store),
+            "--port",
+            str(port),
+            "--token-env",
+            "WEB_T",
+        ),
     ]
     with log.open("a") as sink:
         process = subprocess.Popen(
@@ -101,19 +111,22 @@ def client(port: int) -> httpx.AsyncClient:
     )
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize(
+    ("how", "workers"), [("SIGTERM", 2), ("SIGKILL", 2), ("SIGTERM", 1)], ids=str
+)
 async def test_a_turn_survives_a_restart_of_the_web_command_and_is_stopped_after_it(
     real_server: RealOpenCodeServer,
     scripted_model: ScriptedModelServer,
     unique_name: str,
     tmp_path: Path,
     how: str,
+    workers: int,
 ) -> None:
     name = unique_name
     script_tree(scripted_model, name)
     store, log, port = tmp_path / "threads.sqlite3", tmp_path / "web.log", free_port()
-    thread = f"roll-{how.lower()}"
-    with web_command(real_server, store, port, log) as first:
+    thread = f"roll-{how.lower()}-{workers}"
+    with web_command(real_server, store, port, log, workers) as first:
         async with client(port) as http:
             made = await http.post("/threads", json={"thread_id": thread, "title": name})
             assert made.status_code == 201, made.text
@@ -135,7 +148,7 @@ async def test_a_turn_survives_a_restart_of_the_web_command_and_is_stopped_after
     # Nothing stopped the tree: it works on OpenCode with no web command at all.
     working = await busy(real_server)
     assert {root, grand} <= working, (root, grand, working)
-    with web_command(real_server, store, port, log) as second:
+    with web_command(real_server, store, port, log, workers) as second:
         async with client(port) as http:
             listed = (await http.get("/threads")).json()
             shown = await http.get(f"/threads/{thread}")
