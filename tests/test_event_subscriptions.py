@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -372,3 +374,20 @@ async def test_every_event_and_record_is_json(
     assert any(c["output"] == "a\n" for c in body["partial"]["tool_calls"])
     info_data = json.loads(json.dumps(oc.list_sessions()[0].to_dict()))
     assert info_data["status"] == "ready" and info_data["session_id"] == info.session_id
+
+
+def test_an_event_id_another_process_issued_is_not_this_ones() -> None:
+    # Two processes count their events alike; their ids must still differ, or a worker
+    # would replay another worker's Last-Event-ID from the wrong event.
+    script = (
+        "from adapter import RuntimeWarningEvent as W\n"
+        "print(W(thread_id='t', message='m').event_id)"
+    )
+    ids = {
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    }
+    assert len(ids) == 2
+    assert all(i.startswith("ev_") for i in ids)

@@ -16,6 +16,7 @@ keeps working, and the ``type`` strings are those of earlier releases.
 from __future__ import annotations
 
 import itertools
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -76,10 +77,14 @@ __all__ = [
 ItemType = Literal["command", "file_change", "web", "mcp", "subagent", "other"]
 
 _ids = itertools.count(1)
+#: This process's mark in every event id: an id another process (another worker, the
+#: process before a restart) issued is never one of this process's, so ``events(after=)``
+#: with it starts with an expired ``stream.gap`` instead of replaying from the wrong event.
+_PROCESS = secrets.token_hex(4)
 
 
 def _next_event_id() -> str:
-    return f"ev_{next(_ids):08d}"
+    return f"ev_{_PROCESS}_{next(_ids):08d}"
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
