@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
@@ -29,6 +30,20 @@ class _CapturedEvents(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if isinstance(record.msg, dict):
             self.events.append({**record.msg, "log_level": record.levelname.lower()})
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``opencode-tree web`` keeps its threads under ``$XDG_STATE_HOME`` by default: the
+    suite (and every command it runs) gets a state folder of its own, never the home's,
+    where another run's thread ids would answer 409."""
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = saved
 
 
 @pytest.hookimpl(wrapper=True)
