@@ -7,10 +7,44 @@ without a token it refuses cross-site and DNS-rebinding requests before any rout
 runs, and every answer carries a Content Security Policy and the framing, sniffing
 and referrer headers. Needs the ``web`` extra (Starlette, sse-starlette; uvicorn to
 serve it).
+
+``create_app(..., store=await open_store(...))`` shares the threads between workers and
+restarts: a :class:`ThreadStore` of :class:`ThreadRecord` values, SQLite by default,
+PostgreSQL (the ``postgres`` extra) for several hosts (``docs/web.md``, "The thread store").
 """
 
 from ._app import create_app
+from ._store import (
+    CorruptRecordError,
+    Listing,
+    SchemaTooNewError,
+    StoreError,
+    StoreUnavailableError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+    ThreadRecord,
+    ThreadStore,
+    default_store_path,
+    open_store,
+)
 
-__all__ = ["create_app"]
+__all__ = [
+    "CorruptRecordError",
+    "Listing",
+    "SchemaTooNewError",
+    "StoreError",
+    "StoreUnavailableError",
+    "ThreadExistsError",
+    "ThreadNotFoundError",
+    "ThreadRecord",
+    "ThreadStore",
+    "create_app",
+    "default_store_path",
+    "open_store",
+]
 
-create_app.__module__ = __name__
+for _name in __all__:
+    # Not ThreadRecord: msgspec resolves a Struct's annotations in its __module__.
+    if _name != "ThreadRecord":
+        globals()[_name].__module__ = __name__
+del _name

@@ -58,3 +58,11 @@ async def test_anything_else_is_refused_without_repeating_it(target: str, messag
     with pytest.raises(InvalidInputError, match=message) as caught:
         await open_store(target)
     assert "s3cret" not in str(caught.value)
+
+
+def test_the_store_is_public_in_adapter_web() -> None:
+    import adapter.web as web
+
+    for name in ("open_store", "ThreadStore", "ThreadRecord", "StoreUnavailableError"):
+        assert name in web.__all__ and hasattr(web, name)
+    assert web.open_store.__module__ == "adapter.web"
