@@ -9,8 +9,9 @@ exceptions to statuses.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,11 @@ def create_app(
     opens and closes it). A thread id this worker does not hold is then resumed from
     its record before the request is served, ``GET /threads`` lists the store, and
     every change a later request depends on is written to it before the answer
-    (``docs/web.md``, "Deploying: workers, hosts and restarts"). Without one the
-    threads are the adapter's, in this process.
+    (``docs/web.md``, "Deploying: workers, hosts and restarts"). The threads this
+    worker holds also have their status and turn id written as their turns end in
+    the background: one subscription to ``oc``'s events, started by the app's lifespan
+    or its first request, ended by the lifespan's shutdown or the adapter's close.
+    Without a store the threads are the adapter's, in this process.
     """
     if not isinstance(oc, adapter.OpenCodeAdapter):
         raise adapter.InvalidInputError("create_app needs an OpenCodeAdapter")
@@ -101,7 +105,17 @@ def create_app(
         raise adapter.InvalidInputError("store must be a ThreadStore (open_store) or None")
     hosts = allowed_host_names(allowed_hosts)
     origins = allowed_origin_set(allowed_origins)
-    api = _Api(oc, Threads(oc, store), max_queue=max_queue, ping=float(ping))
+    threads = Threads(oc, store)
+    api = _Api(oc, threads, max_queue=max_queue, ping=float(ping))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        threads.follow()
+        try:
+            yield
+        finally:
+            await threads.aclose()
+
     routes: list[BaseRoute] = [
         Route("/", _page, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR, check_dir=False), name="static"),
@@ -138,6 +152,7 @@ def create_app(
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: _http_error},
+        lifespan=lifespan,
     )
 
 

@@ -26,6 +26,14 @@ The rules (``docs/web.md``, "Deploying: workers, hosts and restarts"):
   the answer. The turn runs (or was stopped) whatever the store says, so a write
   that fails then is logged (``web.store_write_failed``), not answered 503: a 503
   would invite a retry that sends the prompt twice.
+* **In the background**, the threads this worker holds have their status and turn
+  id written as their turns start and end and as they exit here
+  (:class:`~adapter.web._follow.StatusFollower`, started by the first request that
+  asks about a thread): a turn that ends by itself is ``ready`` in the store for
+  every worker. A write is only ever of a record that still names the session this
+  worker holds; a thread detached here (the tree goes on) is not written. A thread
+  resumed here whose record says otherwise than the server (a turn that ended while
+  no worker followed it) is written at its resume.
 * **Without a store** nothing of this runs: the threads are the adapter's.
 """
 
@@ -40,6 +48,7 @@ import adapter
 from adapter._logging import get_logger
 
 from ._errors import ApiError
+from ._follow import StatusFollower
 from ._store import CorruptRecordError, StoreError, ThreadRecord, ThreadStore
 
 __all__ = ["Threads"]
@@ -61,16 +70,28 @@ class Threads:
         # The agent a thread was made with: its turns' and commands' agent when they
         # name none. The adapter keeps a thread's model, not its agent.
         self.agents: dict[str, str] = {}
+        self._follower = StatusFollower(oc, self._write_status) if store is not None else None
 
     @property
     def store(self) -> ThreadStore | None:
         return self._store
+
+    def follow(self) -> None:
+        """Start following the adapter's events (with a store; idempotent)."""
+        if self._follower is not None:
+            self._follower.start()
+
+    async def aclose(self) -> None:
+        """Stop following (the app's shutdown); the store and adapter are the host's."""
+        if self._follower is not None:
+            await self._follower.aclose()
 
     # -- holding a thread ------------------------------------------------------------
 
     async def held(self, thread_id: str) -> str:
         """``thread_id``, held by this worker's adapter: resumed from the store when it
         is not (404 ``unknown_thread`` when the store has no such record either)."""
+        self.follow()
         if self._oc.has_session(thread_id):
             return thread_id
         if self._store is None or thread_id in self._starting:
@@ -99,6 +120,8 @@ class Threads:
         if record.agent is not None:
             self.agents[thread_id] = record.agent
         if info.session_id == record.resume.get("session_id"):
+            if _differs(record, self._oc.session_info(thread_id)):
+                await self.seen(thread_id)  # e.g. a turn that ended while no one followed
             return
         # The stored session is gone (a fresh one was started) or was forked into the
         # cursor's directory: every worker must now resume this one.
@@ -135,6 +158,7 @@ class Threads:
 
     def check_free(self, thread_id: str) -> None:
         """409 when this worker holds, creates or resumes ``thread_id`` now."""
+        self.follow()
         if (
             self._oc.has_session(thread_id)
             or thread_id in self._starting
@@ -245,11 +269,13 @@ class Threads:
         (after a turn was sent or stopped). A failure is logged, not raised."""
         if self._store is None or not self._oc.has_session(thread_id):
             return
-        info = self._oc.session_info(thread_id)
         try:
             record = await self._store.get(thread_id)
-            if record is None:
+            if record is None or not self._oc.has_session(thread_id):
                 return  # a thread the host made through the adapter: not the store's
+            # Read after the lookup, right before the write: never older than a write
+            # the follower made meanwhile.
+            info = self._oc.session_info(thread_id)
             await self._store.update(
                 record.changed(resume=dict(info.resume), **_seen(info, record))
             )
@@ -260,6 +286,41 @@ class Threads:
                 error=str(exc),
                 error_type=type(exc).__name__,
             )
+
+    async def _write_status(self, thread_id: str, event: adapter.Event | None) -> None:
+        """The follower's write: the status and turn id of ``thread_id`` as this worker
+        holds it now (the turn id of ``event`` when the turn already ended), or ``ready``
+        after it exited here (not when it was detached: its tree goes on). Only a record
+        naming the same session is written."""
+        store = self._store
+        if store is None:
+            return
+        exited = event if isinstance(event, adapter.SessionExited) else None
+        if exited is None and not self._oc.has_session(thread_id):
+            return  # its exit follows (or came first and was written)
+        if exited is not None and (exited.reason or "").startswith("detached"):
+            return
+        try:
+            record = await store.get(thread_id)
+        except CorruptRecordError:
+            return  # not this worker's to repair
+        if record is None:
+            return
+        seen_turn = getattr(event, "turn_id", None)
+        if exited is None:
+            if not self._oc.has_session(thread_id):
+                return
+            info = self._oc.session_info(thread_id)
+            if info.session_id != record.resume.get("session_id"):
+                return
+            fields = _seen(info, record)
+            fields["turn_id"] = info.active_turn_id or seen_turn or record.turn_id
+        else:
+            if exited.session_id != record.resume.get("session_id"):
+                return  # e.g. a losing create's own session: the record is the winner's
+            fields = {"status": "ready", "turn_id": seen_turn or record.turn_id}
+        if (record.status, record.turn_id) != (fields["status"], fields["turn_id"]):
+            await store.update(record.changed(**fields))
 
     # -- listing -----------------------------------------------------------------------
 
@@ -289,6 +350,11 @@ def _seen(info: adapter.SessionInfo, record: ThreadRecord | None = None) -> dict
     status = info.status if info.status != "connecting" else "ready"
     last = record.turn_id if record is not None else None
     return {"status": status, "turn_id": info.active_turn_id or last}
+
+
+def _differs(record: ThreadRecord, info: adapter.SessionInfo) -> bool:
+    seen = _seen(info, record)
+    return (record.status, record.turn_id) != (seen["status"], seen["turn_id"])
 
 
 def _permissions(
