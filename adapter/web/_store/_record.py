@@ -19,6 +19,7 @@ comes: built by the app or read from a row. The rules:
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any, get_args
 
@@ -33,6 +34,15 @@ from adapter._types._permissions import permission_rules
 from .._thread_ids import thread_id_problem
 
 __all__ = ["ThreadRecord"]
+
+
+@functools.lru_cache(maxsize=64)
+def _check_base_url(base_url: str) -> None:
+    """``checked_base_url``, once per URL: every record of a store names the same few
+    servers, and parsing the URL was 61 % of listing 400 records (benchmarks/web_store.py).
+    A refused URL raises each time (exceptions are not cached)."""
+    checked_base_url(base_url)
+
 
 _STATUSES: frozenset[str] = frozenset(get_args(ThreadStatus))
 
@@ -64,7 +74,7 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
         problem = thread_id_problem(self.thread_id)
         if problem is not None:
             raise InvalidInputError(problem)
-        checked_base_url(self.base_url)  # its message never repeats the URL
+        _check_base_url(self.base_url)  # its message never repeats the URL
         _check_cursor(self.resume)
         for name in ("title", "model", "agent", "turn_id"):
             value = getattr(self, name)
