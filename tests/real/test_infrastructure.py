@@ -184,6 +184,30 @@ def test_model_server_streams_text_slowly(
     assert record.ended_at >= record.started_at
 
 
+def test_model_server_streams_a_tool_calls_text_slowly_then_the_calls(
+    scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    call = ToolCall("bash", {"command": "true"})
+    scripted_model.script(
+        unique_name, [ToolCalls([call], text="Let me see", chunk_size=4, delay=0.03)]
+    )
+    body = chat_body(f"hello {script_marker(unique_name)}")
+    started = time.monotonic()
+    with stream_chat(scripted_model, body, f"ses_{unique_name}") as response:
+        events = read_sse(response)
+    elapsed = time.monotonic() - started
+    pieces = [d["content"] for d in deltas(events) if d.get("content")]
+    assert pieces == ["Let ", "me s", "ee"]
+    assert [
+        d["tool_calls"][0]["function"]["name"] for d in deltas(events) if "tool_calls" in d
+    ] == ["bash"]
+    assert elapsed >= 2 * 0.03  # two pauses between three chunks
+    with pytest.raises(ValueError, match="chunk_size"):
+        ToolCalls([call], chunk_size=0)
+    with pytest.raises(ValueError, match="delay"):
+        ToolCalls([call], delay=-1)
+
+
 def test_model_server_tool_calls_titles_defaults_and_errors(
     scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:

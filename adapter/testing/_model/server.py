@@ -453,10 +453,8 @@ class ScriptedModelServer(Closing):
         await out.send(h11.Data(data=chunk({"role": "assistant", "content": ""})))
 
         text, chunk_size, delay = "", 32, 0.0
-        if isinstance(step, Text):
+        if isinstance(step, Text | ToolCalls):
             text, chunk_size, delay = step.text, step.chunk_size, step.delay
-        elif isinstance(step, ToolCalls):
-            text = step.text
         elif isinstance(step, Hang):
             text = step.text_before
         for i, piece in enumerate(chunks(text, chunk_size)):

@@ -64,18 +64,26 @@ class ToolCall:
 class ToolCalls:
     """Answer with one or more tool calls (``finish_reason == "tool_calls"``).
 
-    ``text``, if given, is streamed as assistant content before the calls.
+    ``text``, if given, is streamed as assistant content before the calls,
+    ``chunk_size`` characters per chunk with ``delay`` seconds before every chunk after
+    the first one, as :class:`Text` streams (a slow answer that then calls a tool).
     ``prompt_tokens`` overrides the reported usage (see :class:`Text`).
     """
 
     calls: Sequence[ToolCall]
     text: str = ""
     prompt_tokens: int | None = None
+    chunk_size: int = 32
+    delay: float = 0.0
 
     def __post_init__(self) -> None:
         calls = tuple(self.calls)
         if not calls:
             raise ValueError("ToolCalls needs at least one ToolCall")
+        if self.chunk_size < 1:
+            raise ValueError("chunk_size must be >= 1")
+        if self.delay < 0:
+            raise ValueError("delay must be >= 0")
         object.__setattr__(self, "calls", calls)
 
 
