@@ -310,8 +310,8 @@ class Turns(Adoption):
             # was lost (the answer's parentID is the id we minted).
             self._user_message(thread, turn, cast(str, event.parent_id))
         finished = event.completed is not None or event.error is not None
-        if finished and event.parent_id is not None:
-            turn.answered.add(event.parent_id)
+        if event.parent_id is not None:
+            turn.answer_seen(event.parent_id, event.message_id, finished=finished)
         error = event.error
         if error is not None and thread.interrupts.stop is None:
             if error.name == MESSAGE_ABORTED:

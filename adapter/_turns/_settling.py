@@ -222,12 +222,13 @@ class Settling:
         if turn.phase is TurnPhase.AWAITING_ECHO:
             return  # a prompt is on its way: its run is still to come
         if not turn.run_finished:
-            if outage and turn.all_echoed and await self._answer_was_cut(thread, turn, messages):
-                self._end(
-                    thread,
-                    turn,
-                    _aborted(turn, VANISHED_IN_OUTAGE),
-                )
+            if turn.all_echoed and await self._answer_was_cut(thread, turn, messages):
+                # The root is idle and its answer stopped midway: the server restarted
+                # (after an outage), or another client aborted the run (measured on
+                # 1.18.34: a one-level task tree stopped by another adapter leaves the
+                # root's newest step unfinished, with no MessageAbortedError).
+                reason = VANISHED_IN_OUTAGE if outage or turn.missed_events else ABORTED_ELSEWHERE
+                self._end(thread, turn, _aborted(turn, reason))
             elif thread.turn is turn and turn.phase is TurnPhase.STREAMING:
                 # Idle before the answer started (a follow-up's second run is still to
                 # come): settling, so that the watchdog bounds the wait (Timeouts.echo).
@@ -296,16 +297,18 @@ class Settling:
         self, thread: ThreadState, turn: Turn, messages: Sequence[Message]
     ) -> bool:
         """Whether the answer to the turn's newest message was cut off (the server
-        restarted): it exists, unfinished, while the root is idle, and still is when
-        read again. No answer at all is not a cut: a follow-up that arrived as the
-        last run ended is answered by a second run that has not started yet."""
+        restarted, or another client aborted the run): its newest step exists,
+        unfinished, while the root is idle, and still is when read again. No answer at
+        all is not a cut: a follow-up that arrived as the last run ended is answered by
+        a second run that has not started yet."""
         last = turn.last_user_id
 
         def cut(stored: Sequence[Message]) -> bool:
             answers = [
                 m.info for m in stored if m.info.role == "assistant" and m.info.parent_id == last
             ]
-            return bool(answers) and all(a.completed is None and a.error is None for a in answers)
+            newest = max(answers, key=lambda a: a.id, default=None)
+            return newest is not None and newest.completed is None and newest.error is None
 
         if last is None or not cut(messages):
             return False
@@ -341,8 +344,8 @@ class Settling:
                 prompt_diff(self._core, thread, info.id, info.raw)  # the stream may have missed it
                 continue
             finished = info.completed is not None or info.error is not None
-            if finished and info.parent_id is not None:
-                turn.answered.add(info.parent_id)
+            if info.parent_id is not None:
+                turn.answer_seen(info.parent_id, info.id, finished=finished)
             if info.error is not None:
                 if info.error.name == MESSAGE_ABORTED:
                     turn.aborted_elsewhere = True

@@ -53,8 +53,11 @@ class Turn:
     #: created (the synthetic "continue" after a compaction).
     last_user_id: str | None = None
     users_seen: set[str] = field(default_factory=set)
-    #: User messages whose assistant answer has finished (completed or errored).
+    #: User messages whose newest assistant answer has finished (completed or errored).
     answered: set[str] = field(default_factory=set)
+    #: Each user message's newest assistant answer (ids sort by time): the run's answer
+    #: is that one, not a step before it that finished with more steps to come.
+    newest_answers: dict[str, str] = field(default_factory=dict)
     #: The run's failure (native error name, message) and the user message it ended.
     error: tuple[str, str] | None = None
     error_for: str | None = None
@@ -113,6 +116,21 @@ class Turn:
         if last is None or not self.all_echoed:
             return False
         return last in self.answered or self.error_for == last or self.aborted_elsewhere
+
+    def answer_seen(self, parent_id: str, message_id: str, *, finished: bool) -> None:
+        """An assistant message answering ``parent_id`` was created or changed. A newer
+        step that has not finished means the answer is not finished, whatever the steps
+        before it did (measured on 1.18.34: a step ending ``tool-calls`` completes before
+        the next one begins; a run aborted elsewhere can leave its newest step unfinished,
+        with no error, and the run idle)."""
+        newest = self.newest_answers.get(parent_id)
+        if newest is not None and message_id < newest:
+            return  # an older step's late update
+        self.newest_answers[parent_id] = message_id
+        if finished:
+            self.answered.add(parent_id)
+        else:
+            self.answered.discard(parent_id)
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()

@@ -338,16 +338,26 @@ async def test_a_run_another_client_prompts_on_a_watched_thread_is_a_completed_t
 ABORTED_WITHIN = 10.0
 
 
-@pytest.mark.parametrize("after_task", ["hangs", "answers"])
+@pytest.mark.parametrize(
+    ("after_task", "depth"),
+    # depth 1: measured on 1.18.34, the root's newest step stays unfinished (its task call
+    # `running`, no MessageAbortedError) once another client stopped the tree; the other
+    # adapters ended such a turn `completed` before the fix.
+    [("hangs", 2), ("answers", 2), ("hangs", 1)],
+)
 async def test_two_adapters_on_one_thread_share_the_turn_and_either_stops_it(
     real_server: RealOpenCodeServer,
     scripted_model: ScriptedModelServer,
     unique_name: str,
     after_task: str,
+    depth: int,
 ) -> None:
     name = unique_name
     scripted_model.script(f"{name}-g", [Hang()])
-    scripted_model.script(f"{name}-c", [ToolCalls([task_call("dig", f"{name}-g")]), Text("no")])
+    if depth == 1:
+        scripted_model.script(f"{name}-c", [Hang()])
+    else:
+        scripted_model.script(f"{name}-c", [ToolCalls([task_call("dig", f"{name}-g")]), Text("no")])
     # The root's step after its task is cancelled hangs (a slow model) and is aborted too.
     scripted_model.script(
         name,
@@ -366,9 +376,9 @@ async def test_two_adapters_on_one_thread_share_the_turn_and_either_stops_it(
         root = info.session_id
         scripted_model.bind_session(root, name)
         sent = await a.send_turn(T, "go")
-        grand = await opened(scripted_model, f"{name}-g")
+        deepest = await opened(scripted_model, f"{name}-g" if depth == 2 else f"{name}-c")
         child = await opened(scripted_model, f"{name}-c")
-        tree = {root, child.session_id, grand.session_id}
+        tree = {root, child.session_id, deepest.session_id}
 
         resumed = await b.start_session(T, resume=info.resume)
         assert (resumed.status, resumed.active_turn_id) == ("running", sent.turn_id)
@@ -392,6 +402,7 @@ async def test_two_adapters_on_one_thread_share_the_turn_and_either_stops_it(
         assert ended.reason == "Aborted outside this adapter."
         assert "From A. " in ended.partial.text
         assert took < ABORTED_WITHIN, f"A's turn ended {took:.2f} s after B's Stop"
+        assert {e.status for e in rec_a.of("task.completed", T)} == {"stopped"}
 
         scripted_model.bind_session(root, f"{name}-next")
         follow = await a.send_turn(T, "and now?")
