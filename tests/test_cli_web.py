@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ import httpx
 import pytest
 
 from adapter import InvalidInputError
+from adapter._server._binary import free_port
 from adapter.cli import _web, amain
+from adapter.cli._web import Terminated
 from adapter.testing.fake import FakeOpenCodeServer
 
 
@@ -131,8 +134,9 @@ async def serve_and_probe(
     """Run ``opencode-tree web`` with ``argv``; uvicorn's stand-in probes the app it got."""
     seen: dict[str, Any] = {}
 
-    async def serve(app: Any, settings: _web.ListenSettings) -> None:
+    async def serve(app: Any, settings: _web.ListenSettings, announce: Callable[[], None]) -> None:
         seen["settings"] = settings
+        announce()  # uvicorn listens: the URL is printed
         bearer = {"Authorization": f"Bearer {settings.token}"}
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8123"
@@ -214,3 +218,23 @@ def test_try_scripts_spawn_a_nested_tree_and_repeat() -> None:
     assert f"[[script:{_web.TRY_SCRIPT}-mid]]" in mid
     assert model.scripts[f"{_web.TRY_SCRIPT}-mid"][0].calls[0].name == "task"
     assert type(model.scripts[f"{_web.TRY_SCRIPT}-leaf"][0]).__name__ == "Hang"
+
+
+async def test_the_url_is_announced_once_the_port_listens() -> None:
+    # A client that reads the URL and connects at once must not be refused (a real test
+    # of `make web` was, once, when the URL came before uvicorn had bound its socket).
+    port = free_port()
+    settings = _web.ListenSettings(host="127.0.0.1", port=port, token=None)
+    connected: list[bool] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        pass
+
+    def announce() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            connected.append(True)
+        raise Terminated("done")  # stands for the user's Ctrl-C / SIGTERM
+
+    with pytest.raises(Terminated):
+        await _web._serve(app, settings, announce)
+    assert connected == [True]

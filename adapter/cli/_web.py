@@ -32,7 +32,7 @@ import os
 import secrets
 import signal
 import urllib.parse
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,8 @@ __all__ = [
 ]
 
 DEFAULT_PORT = 8765
+#: How often the command looks whether uvicorn listens yet, before it prints the URL.
+_LISTEN_POLL = 0.02
 TRY_SCRIPT = "web-try"
 TRY_FINISHED = "checked out the build log"
 TOKEN_BYTES = 32  # of randomness in a made token (43 URL-safe characters)
@@ -330,7 +332,9 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def _serve(app: Any, settings: ListenSettings) -> None:
+async def _serve(app: Any, settings: ListenSettings, announce: Callable[[], None]) -> None:
+    """Serve ``app``; ``announce`` (the URL) once uvicorn listens, not before: a client
+    that reads the URL and connects at once must not be refused."""
     import uvicorn
 
     config = uvicorn.Config(
@@ -341,7 +345,19 @@ async def _serve(app: Any, settings: ListenSettings) -> None:
         lifespan="off",
         timeout_graceful_shutdown=5,
     )
-    await uvicorn.Server(config).serve()
+    server = uvicorn.Server(config)
+    serving = asyncio.ensure_future(server.serve())
+    try:
+        while not server.started and not serving.done():
+            await asyncio.wait([serving], timeout=_LISTEN_POLL)
+        if server.started:
+            announce()
+        await serving
+    finally:
+        if not serving.done():
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
 
 
 async def _check_store(target: str) -> None:
@@ -407,8 +423,7 @@ async def web_command(args: argparse.Namespace, out: Out) -> int:
             if args.try_out:
                 async with _try_adapter(out) as oc:
                     app = build_app(_worker_settings(settings, None, None), oc, None)
-                    _announce(out, args, settings)
-                    await _serve(app, settings)
+                    await _serve(app, settings, lambda: _announce(out, args, settings))
                 return 0
             if url is None:
                 out.line("starting a local opencode serve…", style="dim")
@@ -425,8 +440,8 @@ async def web_command(args: argparse.Namespace, out: Out) -> int:
                 worker, binary=args.binary, transport=getattr(args, "transport", None)
             ) as (oc, store):
                 app = build_app(worker, oc, store)
-                _announce(out, args, settings, store=target and describe_store(target))
-                await _serve(app, settings)
+                stored = target and describe_store(target)
+                await _serve(app, settings, lambda: _announce(out, args, settings, store=stored))
         except Terminated:
             pass
     return 0
