@@ -34,29 +34,17 @@ from tests.real.test_web_workers_real import (
     grandchild_open,
     script_tree,
 )
-from tests.web.store.postgres_server import PostgresServer, postgres_bin
+from tests.web.store.postgres_server import throwaway_postgres
 
 pytestmark = pytest.mark.real
 
 
 @pytest.fixture(scope="module")
 def pg_dsn() -> Iterator[str]:
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        message = "PostgreSQL's server binaries are missing (make postgres installs them)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    server = PostgresServer(bin_dir)
-    try:
-        server.init()
-        server.start()
+    with throwaway_postgres() as server:
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             admin.execute("CREATE DATABASE hosts")
         yield server.dsn("hosts")
-        server.stop()
-    finally:
-        server.remove()
 
 
 @contextlib.contextmanager

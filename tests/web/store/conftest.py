@@ -8,7 +8,6 @@ Without PostgreSQL's binaries the PostgreSQL tests are skipped, outside CI; in C
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import psycopg
 import pytest
 
 from adapter.web._store import ThreadRecord
-from tests.web.store.postgres_server import PostgresServer, postgres_bin
+from tests.web.store.postgres_server import PostgresServer, throwaway_postgres
 
 CURSOR = {"schema": 1, "session_id": "ses_0123456789abcdef", "directory": None}
 
@@ -30,20 +29,8 @@ def make_record(thread_id: str = "t1", **fields: Any) -> ThreadRecord:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        message = "PostgreSQL's server binaries are missing (make postgres installs them)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    server = PostgresServer(bin_dir)
-    try:
-        server.init()
-        server.start()
+    with throwaway_postgres() as server:
         yield server
-        server.stop()
-    finally:
-        server.remove()
 
 
 @pytest.fixture

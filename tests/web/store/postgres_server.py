@@ -10,13 +10,17 @@ down and bring it back on the same data and port, as an outage would.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 __all__ = ["PostgresServer", "postgres_bin"]
 
@@ -102,3 +106,23 @@ class PostgresServer:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def throwaway_postgres() -> Iterator[PostgresServer]:
+    """A started :class:`PostgresServer`, removed on the way out. Skips the test without
+    the binaries, but fails under ``CI``, where ``make postgres`` must have installed them."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        message = "PostgreSQL's server binaries are missing (make postgres installs them)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    server = PostgresServer(bin_dir)
+    try:
+        server.init()
+        server.start()
+        yield server
+        server.stop()
+    finally:
+        server.remove()
