@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import resource
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -149,16 +151,25 @@ asyncio.run(main())
 """
 
 
+def _no_file_growth() -> None:
+    """In the child, before it runs: a write that would grow a file fails (``EFBIG``)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+
 def _readable_by_everyone(path: Path) -> bool:
     return all(_mode(p) & 0o005 == 0o005 for p in (path, *path.parents) if p.is_dir())
 
 
 def test_an_unwritable_file_is_unavailable(tmp_path: Path) -> None:
     """A file the worker may read but not write (root writes any file: the worker
-    then runs as ``nobody``, as the PostgreSQL server does)."""
+    then runs as ``nobody``, as the PostgreSQL server does; where ``nobody`` cannot read
+    the checkout, as in a private CI clone, the worker runs as root under a file-size
+    limit of 1 byte instead: no write can grow a file, as on a full disk)."""
     root = os.geteuid() == 0
-    if root and not (_readable_by_everyone(ROOT) and _readable_by_everyone(Path(sys.executable))):
-        pytest.skip("the checkout is not readable by nobody, who must run this worker")
+    as_nobody = root and _readable_by_everyone(ROOT) and _readable_by_everyone(Path(sys.executable))
+    limited = root and not as_nobody
+    root = as_nobody
     folder = Path(tempfile.mkdtemp(prefix="opencode-tree-ro-")) if root else tmp_path
     try:
         path = folder / "threads.sqlite3"
@@ -177,6 +188,7 @@ def test_an_unwritable_file_is_unavailable(tmp_path: Path) -> None:
             text=True,
             cwd=ROOT,
             timeout=60,
+            preexec_fn=_no_file_growth if limited else None,
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("StoreUnavailableError: the thread store"), result.stdout
