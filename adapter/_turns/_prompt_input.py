@@ -55,8 +55,9 @@ MAX_PROMPT_BYTES = 20 * 1024 * 1024
 
 _MIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$")
 
-#: Image formats OpenCode's decoder and the common providers take, and their magic bytes.
-_IMAGE_SIGNATURES: dict[str, tuple[bytes, ...]] = {
+#: Image formats OpenCode's decoder and the common providers take, and their magic bytes
+#: (the fake server reads the same table: adapter.testing._fake.model_input).
+IMAGE_SIGNATURES: dict[str, tuple[bytes, ...]] = {
     "image/png": (b"\x89PNG\r\n\x1a\n",),
     "image/jpeg": (b"\xff\xd8\xff",),
     "image/gif": (b"GIF87a", b"GIF89a"),
@@ -263,7 +264,7 @@ def _checked_part(item: object, field: str) -> PromptPart:
         return item
     if isinstance(item, FilePart):
         checked = _checked_file(item.data, item.mime, item.filename, field)
-        if checked.mime in _IMAGE_SIGNATURES:
+        if checked.mime in IMAGE_SIGNATURES:
             _check_image(checked, field)
         return checked
     raise InvalidInputError(
@@ -288,17 +289,17 @@ def _checked_file(data: object, mime: object, filename: object, field: str) -> F
 
 
 def _check_image(part: FilePart, field: str) -> None:
-    signatures = _IMAGE_SIGNATURES.get(part.mime)
+    signatures = IMAGE_SIGNATURES.get(part.mime)
     if signatures is None:
         raise InvalidInputError(
-            f"{field}.mime must be one of {', '.join(_IMAGE_SIGNATURES)}, got {part.mime!r}"
+            f"{field}.mime must be one of {', '.join(IMAGE_SIGNATURES)}, got {part.mime!r}"
         )
     if _sniff_image(part.data) != part.mime or not part.data.startswith(signatures):
         raise InvalidInputError(f"{field}: the content is not a {part.mime} image")
 
 
 def _sniff_image(data: bytes) -> str | None:
-    for mime, signatures in _IMAGE_SIGNATURES.items():
+    for mime, signatures in IMAGE_SIGNATURES.items():
         if data.startswith(signatures) and (mime != "image/webp" or data[8:12] == b"WEBP"):
             return mime
     return None
@@ -327,7 +328,7 @@ def _read_source(source: object, field: str) -> tuple[bytes, str | None]:
 
 def _guess_mime(path: str, data: bytes) -> str:
     guessed, _ = mimetypes.guess_type(path, strict=False)
-    if guessed is not None and (guessed in _IMAGE_SIGNATURES or guessed == "application/pdf"):
+    if guessed is not None and (guessed in IMAGE_SIGNATURES or guessed == "application/pdf"):
         return guessed
     try:
         data.decode("utf-8")

@@ -1,8 +1,9 @@
 """The in-process fake OpenCode server and its script steps (see :mod:`adapter.testing._fake`)."""
 
 from ._fake.hooks import Hold, Hook, HookHandler, RunEndHold
-from ._fake.records import FakeMessage, FakeSession, RecordedRequest
+from ._fake.model_input import ModelInput
 from ._fake.server import FakeOpenCodeServer
+from ._fake.session_data import FakeMessage, FakeSession, RecordedRequest
 from ._fake.steps import (
     COMPACTION_CONTINUE,
     Compact,
@@ -17,7 +18,6 @@ from ._fake.steps import (
     Tool,
 )
 from ._fake.wire import OPENCODE_VERSION
-from ._fake_input import ModelInput
 
 __all__ = [
     "COMPACTION_CONTINUE",

@@ -30,7 +30,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from .records import FakeSession, Prompt, Result, Settings
+from .session_data import FakeSession, Prompt, Result, Settings
 from .state import FakeState
 from .steps import Task
 from .wire import JSON

@@ -23,8 +23,8 @@ import httpx
 
 from .http import Router
 from .inventory_routes import FakeInventory
-from .records import FakeSession, Settings
 from .runner import ScriptRunner
+from .session_data import FakeSession, Settings
 from .state import FakeState
 from .wire import JSON, expected_prefix, invalid, js, json_response, session_not_found
 

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 import httpx
 
-from .records import RecordedRequest
+from .session_data import RecordedRequest
 from .wire import json_response
 
 HookHandler: TypeAlias = Callable[[httpx.Request], Awaitable[httpx.Response | None]]

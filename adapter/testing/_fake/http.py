@@ -21,8 +21,8 @@ from urllib.parse import parse_qs, unquote
 
 import httpx
 
-from .ids import IdMinter
-from .records import Settings
+from .id_minting import IdMinter
+from .session_data import Settings
 from .wire import JSON, HttpError, invalid, js, json_response, resolve_directory
 
 Handler: TypeAlias = Callable[[httpx.Request, tuple[str, ...]], Awaitable[httpx.Response]]

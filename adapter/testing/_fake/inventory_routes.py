@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from .http import Handler, Router
-from .records import Settings
+from .session_data import Settings
 from .wire import JSON, invalid, js, json_response
 
 _MODALITIES = ("text", "audio", "image", "video", "pdf")

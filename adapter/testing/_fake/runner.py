@@ -16,10 +16,10 @@ import re
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._fake_input import ModelInput
 from .background import BackgroundTasks
-from .ids import IdMinter
-from .records import FakeMessage, FakeSession, Outcome, Prompt, Result, Run, Settings
+from .id_minting import IdMinter
+from .model_input import ModelInput
+from .session_data import FakeMessage, FakeSession, Outcome, Prompt, Result, Run, Settings
 from .state import FakeState
 from .steps import COMPACTION_CONTINUE, STEP_TYPES, Compact, Fail, Hang, Step, Text
 from .tools import ToolSteps

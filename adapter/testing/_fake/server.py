@@ -21,16 +21,16 @@ from typing import Any
 import httpx
 
 from ..._base._closing import AsyncClosing
-from .._fake_input import ModelInput
 from .command_routes import CommandRoutes
-from .events import EventBus
+from .event_bus import EventBus
 from .hooks import Hold, Hook, HookChain, HookHandler, RequestPattern, RunEndHold, failure
 from .http import Router, Transport, basic_token
-from .ids import IdMinter
+from .id_minting import IdMinter
 from .inventory_routes import FakeInventory, InventoryRoutes
-from .records import FakeSession, RecordedRequest
+from .model_input import ModelInput
 from .runner import ScriptRunner
 from .server_routes import ServerRoutes
+from .session_data import FakeSession, RecordedRequest
 from .session_routes import SessionRoutes
 from .state import FakeState
 from .steps import Step
@@ -113,7 +113,7 @@ class FakeOpenCodeServer(AsyncClosing):
         image or PDF part reaches the model only if its kind (``image``, ``pdf``) is here."""
         self.model_inputs: list[ModelInput] = []
         """What the real server would send the model for each admitted prompt, in order
-        (see :mod:`adapter.testing._fake_input`)."""
+        (see :mod:`adapter.testing._fake.model_input`)."""
         self.requests: list[RecordedRequest] = []
         """Every request received since the last :meth:`reset_stats`."""
         self.in_flight = 0

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 import httpx
 
-from .events import EventBus
+from .event_bus import EventBus
 from .http import Router
-from .records import Settings
+from .session_data import Settings
 from .state import FakeState
 from .wire import (
     OPENCODE_VERSION,

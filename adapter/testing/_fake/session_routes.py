@@ -16,11 +16,11 @@ from urllib.parse import parse_qs
 
 import httpx
 
-from .._fake_input import convert_parts
 from .http import Handler, Router
-from .ids import IdMinter
-from .records import FakeMessage, FakeSession, Settings
+from .id_minting import IdMinter
+from .model_input import convert_parts
 from .runner import ScriptRunner
+from .session_data import FakeMessage, FakeSession, Settings
 from .state import FakeState
 from .steps import Fail
 from .wire import (

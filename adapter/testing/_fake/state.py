@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .events import EventBus
+from .event_bus import EventBus
 from .files import ProjectFiles
-from .ids import IdMinter
-from .records import FakeMessage, FakeSession, PendingRequest, Run
+from .id_minting import IdMinter
+from .session_data import FakeMessage, FakeSession, PendingRequest, Run
 from .wire import IDLE, JSON, OPENCODE_VERSION, now_ms, sum_usage, zero_usage
 
 

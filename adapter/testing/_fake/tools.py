@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
 from .background import FLAG_OFF_ERROR, BackgroundTasks, started_output, subagent_failure
-from .ids import IdMinter
-from .records import FakeSession, PendingRequest, Prompt, Run
+from .id_minting import IdMinter
+from .session_data import FakeSession, PendingRequest, Prompt, Run
 from .state import FakeState
 from .steps import Permission, Question, Task, Tasks, Tool
 from .wire import JSON

@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
-from .events import EventBus
-from .records import FakeSession
+from .event_bus import EventBus
+from .session_data import FakeSession
 from .state import FakeState
 from .wire import JSON
 

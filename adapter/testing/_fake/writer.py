@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .ids import IdMinter
-from .records import ActiveTool, FakeMessage, Run, Settings
+from .id_minting import IdMinter
+from .session_data import ActiveTool, FakeMessage, Run, Settings
 from .state import FakeState
 from .steps import Text
 from .wire import BUSY, JSON, now_ms

@@ -37,18 +37,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .._base._unicode import well_formed
+from ..._base._unicode import well_formed
+from ..._turns._prompt_input import IMAGE_SIGNATURES
 
 JSON = dict[str, Any]
 
 __all__ = ["ModelInput", "PromptParts", "convert_parts"]
-
-_IMAGE_SIGNATURES: dict[str, tuple[bytes, ...]] = {
-    "image/png": (b"\x89PNG\r\n\x1a\n",),
-    "image/jpeg": (b"\xff\xd8\xff",),
-    "image/gif": (b"GIF87a", b"GIF89a"),
-    "image/webp": (b"RIFF",),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +129,7 @@ def _convert_file(raw: JSON, modalities: frozenset[str], result: PromptParts) ->
         return
     kind = "image" if mime.startswith("image/") else "pdf" if mime == "application/pdf" else None
     if kind == "image" and data is not None:
-        signatures = _IMAGE_SIGNATURES.get(mime)
+        signatures = IMAGE_SIGNATURES.get(mime)
         if signatures is not None and not data.startswith(signatures):
             result.dropped = True
     result.stored.append(file_part)

@@ -1,4 +1,4 @@
-"""The records of the fake's state: sessions, messages, runs, pending requests.
+"""The data the fake keeps: sessions, messages, runs, recorded and pending requests.
 
 Why a module: every part of the fake reads and writes these (the state keeps them,
 the runner plays runs on them, the routes answer from them), so they live below all
@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 import httpx
 
-from .._fake_input import ModelInput
+from .model_input import ModelInput
 from .wire import IDLE, JSON
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from .ids import IdMinter
+from .id_minting import IdMinter
 from .wire import JSON
 
 _EOF = object()
