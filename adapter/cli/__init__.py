@@ -78,6 +78,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What each command logs on stderr without ``--verbose`` (debug). A one-shot command
+#: reports its outcome itself, in one line on failure: the library's warnings (a retry,
+#: a failed abort) would repeat that line many times over, so only errors are logged.
+#: ``web`` serves until stopped and its stderr is its operator's log: warnings too.
+#: ``acp`` sets its own level (info: its stderr, or ``--log-file``, is the editor's log).
+_QUIET = logging.ERROR
+_LOG_LEVELS = {"web": logging.WARNING}
+
+
+def _log_level(args: argparse.Namespace) -> int:
+    return logging.DEBUG if args.verbose else _LOG_LEVELS.get(args.command, _QUIET)
+
+
 async def _dispatch(args: argparse.Namespace, out: Out) -> int:
     if args.command == "tree":
         return await tree_command(args, out)
@@ -117,9 +130,7 @@ async def amain(
     except SystemExit as exc:
         return int(exc.code or 0)
     args.transport = transport
-    configure_logging(
-        format=args.log_format, level=logging.DEBUG if args.verbose else logging.WARNING
-    )
+    configure_logging(format=args.log_format, level=_log_level(args))
     out = Out(force_plain=args.json)
     try:
         return await _dispatch(args, out)
