@@ -8,6 +8,8 @@
 - :class:`RealOpenCodeServer` — a real, isolated, offline ``opencode serve``.
 - :class:`EventRecorder` — every canonical event of an adapter, recorded for a test to
   wait on (``wait_for``) and read (``of``, ``types``, ``of_turn``).
+- :func:`caught_up` — wait until an adapter has handled every event the fake published
+  and what that set going has run (instead of spinning ``asyncio.sleep(0)``).
 
 The pytest plugin (:mod:`adapter.testing.pytest_plugin`, entry point ``opencode_tree``)
 gives them as fixtures.
@@ -15,6 +17,7 @@ gives them as fixtures.
 See ``docs/testing.md``.
 """
 
+from ._caught_up import caught_up
 from ._real_server import RealOpenCodeServer, find_opencode_binary, free_port
 from ._recorder import EventRecorder
 from .fake import FakeOpenCodeServer, RecordedRequest
@@ -27,6 +30,7 @@ __all__ = [
     "RealOpenCodeServer",
     "RecordedRequest",
     "ScriptedModelServer",
+    "caught_up",
     "find_opencode_binary",
     "free_port",
     "script_marker",
