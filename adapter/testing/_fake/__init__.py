@@ -137,6 +137,8 @@ composes them):
 * :mod:`.hooks` -- hooks and holds in front of the routes;
 * :mod:`.views` -- waits and views in domain terms (a tool's status, a hanging run,
   a tree, the open requests);
+* :mod:`.failure_report` -- what a failed wait or request assertion says (what it wanted,
+  and the fake's sessions, open requests and last requests);
 * :mod:`.id_minting` -- ids and slugs minted from one seeded generator;
 * :mod:`.wire` -- JSON bodies, error bodies and clocks.
 

@@ -149,11 +149,15 @@ class Hold:
     normally (call ``hook.remove()`` to stop matching entirely).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "the hold", report: Callable[[], str] | None = None) -> None:
         self.started = asyncio.Event()
         self.requests: list[httpx.Request] = []
         self.hook: Hook | None = None
         self._released = asyncio.Event()
+        self._what = what
+        """How a failed :meth:`wait_started` names this hold (``fake.hold('POST', ...)``)."""
+        self._report = report
+        """The fake's state, as a failed :meth:`wait_started` shows it."""
 
     @property
     def calls(self) -> list[RecordedRequest]:
@@ -176,9 +180,17 @@ class Hold:
         self._released.set()
 
     async def wait_started(self, timeout: float = 5.0) -> None:
-        """Wait until a request is held."""
-        async with asyncio.timeout(timeout):
-            await self.started.wait()
+        """Wait until a request (a run, for :class:`RunEndHold`) is held.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds, naming the hold and showing
+        the fake's state (``fake.describe_state()``).
+        """
+        try:
+            async with asyncio.timeout(timeout):
+                await self.started.wait()
+        except TimeoutError:
+            state = "" if self._report is None else "\n" + self._report()
+            raise TimeoutError(f"{self._what} held nothing within {timeout}s{state}") from None
 
     async def _handle(self, request: httpx.Request) -> httpx.Response | None:
         self.requests.append(request)
@@ -196,8 +208,11 @@ class RunEndHold(Hold):
     as on the real server. :meth:`release` lets every held (and later) run end.
     """
 
-    def __init__(self, session_id: str | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self, session_id: str | None = None, report: Callable[[], str] | None = None
+    ) -> None:
+        what = "fake.hold_run_end(" + ("" if session_id is None else repr(session_id)) + ")"
+        super().__init__(what, report)
         self.session_id = session_id
         """The session whose runs are held; ``None``: every session's."""
         self.session_ids: list[str] = []

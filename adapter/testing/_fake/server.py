@@ -5,8 +5,9 @@ records of requests and events, its fault injection and waits), while the work i
 done by parts that each own one concern: the state (:mod:`.state`), the script
 runner (:mod:`.runner`), the route table and its handlers (:mod:`.http`,
 :mod:`.session_routes`, :mod:`.server_routes`), the event transport
-(:mod:`.events`) and the hooks (:mod:`.hooks`). This module only composes them and
-keeps the request accounting every request goes through.
+(:mod:`.event_bus`) and the hooks (:mod:`.hooks`). This module only composes them and
+keeps the request accounting every request goes through; a failed wait or request
+assertion says what it saw through :mod:`.failure_report`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import httpx
 from ..._base._closing import AsyncClosing
 from .command_routes import CommandRoutes
 from .event_bus import EventBus
+from .failure_report import calls_mismatch, describe_predicate, render_state
 from .hooks import Hold, Hook, HookChain, HookHandler, RequestPattern, RunEndHold, failure
 from .http import Router, Transport, basic_token
 from .id_minting import IdMinter
@@ -126,7 +128,7 @@ class FakeOpenCodeServer(AsyncClosing):
         self._bus = EventBus(self._ids, directory_of, event_history)
         self._state = FakeState(self._ids, self._bus, directory_of)
         self._runner = ScriptRunner(self._state, self._ids, self)
-        self._views = FakeViews(self._state, self._bus)
+        self._views = FakeViews(self._state, self._bus, self.describe_state)
         self._hooks = HookChain()
         token = None if password is None else basic_token(username, password)
         self._router = Router(self, self._ids, token)
@@ -339,12 +341,44 @@ class FakeOpenCodeServer(AsyncClosing):
         The pattern is :meth:`on`'s (``{name}`` one path segment, ``*`` anything;
         method ``"*"``: any), the requests those of :attr:`requests`::
 
-            [abort] = fake.calls("POST", f"/session/{child}/abort")
-            [reply] = fake.calls("POST", "/permission/{id}/reply")
-            assert reply.body == {"reply": "once"}
+            aborts = fake.calls("POST", "/session/{id}/abort")
+            assert {call.session_id for call in aborts} == {root, child}
+
+        (:meth:`assert_called_once` and its siblings also say what was sent when they fail.)
         """
         pattern = RequestPattern(method, path_pattern)
         return [r for r in self.requests if pattern.matches(r.method, r.path)]
+
+    def assert_called(
+        self, method: str, path_pattern: str, *, times: int | None = None
+    ) -> list[RecordedRequest]:
+        """Assert that :meth:`calls` finds a request (exactly ``times`` if given); return
+        them. Else raise ``AssertionError`` listing the matching requests (with their
+        bodies) and the last requests the fake received."""
+        matched = self.calls(method, path_pattern)
+        if len(matched) == 0 if times is None else len(matched) != times:
+            expected = (
+                "at least 1 request"
+                if times is None
+                else {0: "no request", 1: "1 request"}.get(times, f"{times} requests")
+            )
+            raise calls_mismatch(method, path_pattern, expected, matched, self.requests)
+        return matched
+
+    def assert_called_once(self, method: str, path_pattern: str) -> RecordedRequest:
+        """Assert that exactly one request matches (as :meth:`calls`); return it. Else
+        raise ``AssertionError`` as :meth:`assert_called` does::
+
+            reply = fake.assert_called_once("POST", "/permission/{id}/reply")
+            assert reply.body == {"reply": "once"}
+        """
+        [request] = self.assert_called(method, path_pattern, times=1)
+        return request
+
+    def assert_not_called(self, method: str, path_pattern: str) -> None:
+        """Assert that no request matches (as :meth:`calls`). Else raise
+        ``AssertionError`` listing those that did, as :meth:`assert_called` does."""
+        self.assert_called(method, path_pattern, times=0)
 
     def on(self, method: str, path_pattern: str, handler: HookHandler) -> Hook:
         """Run ``handler(request)`` before matching requests are handled.
@@ -413,7 +447,7 @@ class FakeOpenCodeServer(AsyncClosing):
 
     def hold(self, method: str, path_pattern: str) -> Hold:
         """Hold matching requests until ``hold.release()``."""
-        hold = Hold()
+        hold = Hold(f"fake.hold({method!r}, {path_pattern!r})", self.describe_state)
         hold.hook = self.on(method, path_pattern, hold._handle)
         self._hooks.holds.append(hold)
         return hold
@@ -437,7 +471,7 @@ class FakeOpenCodeServer(AsyncClosing):
         children included). A prompt sent while a step is still going joins the run's
         next step instead (no idle in between), as measured.
         """
-        hold = RunEndHold(session_id)
+        hold = RunEndHold(session_id, self.describe_state)
         self._runner.run_end_holds.append(hold)
         self._hooks.holds.append(hold)
         return hold
@@ -478,12 +512,34 @@ class FakeOpenCodeServer(AsyncClosing):
 
     # ------------------------------------------------------------------ waiting & closing
 
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    async def wait_until(
+        self,
+        predicate: Callable[[], bool],
+        timeout: float = 5.0,
+        *,
+        description: str | None = None,
+    ) -> None:
         """Wait until ``predicate()`` is true (re-checked on every event and request).
 
-        Raises ``TimeoutError`` after ``timeout`` seconds.
+        Raises ``TimeoutError`` after ``timeout`` seconds; its message names the
+        condition (``description``, else the predicate's name or a lambda's source) and
+        shows the fake's state (:meth:`describe_state`)::
+
+            await fake.wait_until(lambda: len(fake.tree(root)) == 3, timeout=0.1)
+            # TimeoutError: condition lambda: len(fake.tree(root)) == 3 not met within 0.1s
+            # the fake's state:
+            #   sessions (2):
+            #     ses_… busy
+            #       ses_… busy, hanging
+            #   pending requests: none
+            #   last requests (3, oldest first):
+            #     POST /session -> 200 ...
         """
-        await self._bus.wait_until(predicate, timeout)
+        try:
+            await self._bus.wait_until(predicate, timeout)
+        except TimeoutError:
+            what = description or describe_predicate(predicate)
+            raise self._views.timed_out(f"condition {what} not met", timeout) from None
 
     async def wait_for_event(
         self,
@@ -492,14 +548,25 @@ class FakeOpenCodeServer(AsyncClosing):
         *,
         timeout: float = 5.0,
         since: int | None = None,
+        description: str | None = None,
     ) -> JSON:
         """Wait for an event of ``type`` (whose envelope passes ``predicate``); return it.
 
         Only events emitted after the call count, unless ``since`` (a previous
         :attr:`event_count`) asks to also search the kept history from that point.
-        Raises ``TimeoutError`` after ``timeout`` seconds.
+        Raises ``TimeoutError`` after ``timeout`` seconds, naming ``type`` and the
+        predicate (``description``, else its name or a lambda's source) and showing the
+        fake's state (:meth:`describe_state`).
         """
-        return await self._bus.wait_for_event(type, predicate, timeout=timeout, since=since)
+        try:
+            return await self._bus.wait_for_event(type, predicate, timeout=timeout, since=since)
+        except TimeoutError:
+            matching = ""
+            if description is not None:
+                matching = f" matching {description}"
+            elif predicate is not None:
+                matching = f" matching {describe_predicate(predicate)}"
+            raise self._views.timed_out(f"no {type!r} event{matching}", timeout) from None
 
     async def wait_for_tool(
         self,
@@ -540,11 +607,45 @@ class FakeOpenCodeServer(AsyncClosing):
             fake.script("root", [Task("explore", "child")])
             root = (await oc.start_session("t")).session_id
             await oc.send_turn("t", "go [[script:root]]")
-            await fake.wait_until(lambda: len(fake.tree(root)) == 2)
-            await fake.wait_hanging(fake.tree(root)[1])
+            [_, child] = await fake.wait_for_tree(root, sessions=2)
+            await fake.wait_hanging(child)
             await oc.interrupt_turn("t")
+
+        (:meth:`wait_for_tree` with ``hanging=True`` does both in one call.)
         """
         await self._views.wait_hanging(session_id, timeout)
+
+    async def wait_for_tree(
+        self,
+        root_id: str | None = None,
+        *,
+        sessions: int,
+        hanging: bool = False,
+        timeout: float = 5.0,
+    ) -> list[str]:
+        """Wait until the tree of ``root_id`` holds exactly ``sessions`` sessions (and, with
+        ``hanging``, its deepest one hangs as :meth:`wait_hanging` means it); return the
+        tree as :meth:`tree` does: root first, breadth-first, so the deepest session (the
+        newest at the greatest depth) is last.
+
+        Without ``root_id``, any root session's tree counts (the oldest that matches).
+        Raises ``KeyError`` for an unknown ``root_id``, ``TimeoutError`` after
+        ``timeout`` seconds (its message shows the fake's sessions)::
+
+            fake.script("leaf", [Hang()])
+            fake.script("mid", [Task("explore", "leaf")])
+            fake.script("root", [Task("explore", "mid")])
+            await oc.send_turn("t", "go [[script:root]]")
+            root, mid, leaf = await fake.wait_for_tree(root, sessions=3, hanging=True)
+        """
+        return await self._views.wait_for_tree(root_id, sessions, hanging, timeout)
+
+    def describe_state(self) -> str:
+        """The fake's state as a failed wait shows it, a few dozen lines at most: the
+        session trees with each session's status (``hanging``, ``asking`` a pending
+        request, prompts ``queued``), the pending permission and question requests, and
+        the last requests received (method, path, status)."""
+        return render_state(self._state, self.requests)
 
     def tree(self, root_id: str) -> list[str]:
         """``root_id`` and the ids of all its descendants, breadth-first (root first),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 from .event_bus import EventBus
@@ -27,9 +27,15 @@ TOOL_STATUSES = ("pending", "running", "completed", "error")
 class FakeViews:
     """Waits and read-only views over the fake's state (copies: changing them changes nothing)."""
 
-    def __init__(self, state: FakeState, bus: EventBus) -> None:
+    def __init__(self, state: FakeState, bus: EventBus, report: Callable[[], str]) -> None:
         self._state = state
         self._bus = bus
+        self._report = report
+        """The fake's state as a failed wait shows it (:func:`.failure_report.render_state`)."""
+
+    def timed_out(self, what: str, timeout: float) -> TimeoutError:
+        """The error of a wait for ``what`` that ended after ``timeout`` seconds."""
+        return TimeoutError(f"{what} within {timeout}s\n{self._report()}")
 
     async def wait_for_tool(
         self, name: str, status: str, session_id: str | None, since: int, timeout: float
@@ -63,8 +69,8 @@ class FakeViews:
             )
         except TimeoutError:
             where = "" if session_id is None else f" in {session_id}"
-            raise TimeoutError(
-                f"no {name!r} tool part{where} reached {status!r} within {timeout}s"
+            raise self.timed_out(
+                f"no {name!r} tool part{where} reached {status!r}", timeout
             ) from None
         return copy.deepcopy(event["properties"]["part"])
 
@@ -81,7 +87,45 @@ class FakeViews:
         try:
             await self._bus.wait_until(lambda: _parked(session), timeout)
         except TimeoutError:
-            raise TimeoutError(f"session {session_id} did not hang within {timeout}s") from None
+            raise self.timed_out(f"session {session_id} did not hang", timeout) from None
+
+    async def wait_for_tree(
+        self, root_id: str | None, sessions: int, hanging: bool, timeout: float
+    ) -> list[str]:
+        """The tree of ``root_id`` (any root's, oldest first, if ``None``) once it holds
+        ``sessions`` sessions, its deepest hanging if ``hanging`` (see the facade)."""
+        if sessions < 1:
+            raise ValueError(f"a tree holds at least 1 session, not {sessions}")
+        if root_id is not None:
+            self._state.session(root_id)
+        found: list[str] = []
+
+        def shaped() -> bool:
+            roots = (
+                [root_id]
+                if root_id is not None
+                else [s.id for s in self._state.sessions.values() if s.parent_id is None]
+            )
+            for root in roots:
+                if root not in self._state.sessions:
+                    continue
+                tree = self.tree(root)
+                if len(tree) == sessions and (
+                    not hanging or _parked(self._state.sessions[tree[-1]])
+                ):
+                    found[:] = tree
+                    return True
+            return False
+
+        try:
+            await self._bus.wait_until(shaped, timeout)
+        except TimeoutError:
+            under = "" if root_id is None else f" under {root_id}"
+            deepest = " whose deepest session hangs" if hanging else ""
+            raise self.timed_out(
+                f"no tree of {sessions} sessions{under}{deepest}", timeout
+            ) from None
+        return found
 
     def tree(self, root_id: str) -> list[str]:
         """``root_id`` and its descendants' ids, breadth-first, children in creation order."""
