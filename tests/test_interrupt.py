@@ -15,6 +15,7 @@ from adapter import (
     TreeStopError,
     TurnCancelledError,
 )
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task, Text, Tool
 from tests.adapter_support import Record, Recorder, emit_session_error, held_abort, refuse
 
@@ -92,7 +93,7 @@ async def test_interrupt_stops_the_whole_tree_and_nothing_else(
     assert aborted.partial is result.partial
     [info] = oc.list_sessions()
     assert info.status == "ready" and info.active_turn_id is None
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.of("turn.completed", T) == []
     assert fake.max_in_flight <= 8
 
@@ -134,7 +135,7 @@ async def test_concurrent_interrupts_share_one_abort(
     results = await asyncio.gather(*calls)
     assert all(r is results[0] for r in results)
     assert aborts(fake, root) == ROOT_ABORTS_PER_STOP
-    await rec.settle()
+    await caught_up(fake, oc)
     assert len(rec.of("turn.aborted", T)) == 1
 
 
@@ -163,7 +164,7 @@ async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
     assert oc.list_sessions()[0].status == "stopping"
     hold.release()
     await stop
-    await rec.settle()
+    await caught_up(fake, oc)
     assert [
         e.type for e in rec.events if e.type.startswith("turn.") and e.type != "turn.usage"
     ] == [
@@ -301,7 +302,7 @@ async def test_turnless_stop_still_aborts(
     result = await oc.interrupt_turn(T)
     assert result.turn_id is None and result.partial.is_empty
     assert aborts(fake, info.session_id) == ROOT_ABORTS_PER_STOP and not fake.sessions[child].busy
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.of("turn.aborted", T) == []
 
 
@@ -339,7 +340,7 @@ async def test_genuine_error_during_a_stop_stays_visible(
     hold.release()
     await stop
     assert not fake.sessions[child].busy
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.of("turn.aborted", T) == []
 
 
@@ -370,7 +371,7 @@ async def test_late_events_of_a_stopped_turn_are_suppressed(
     await oc.send_turn(T, "go [[script:talk]]")
     delta = await rec.wait_for("content.delta")
     await oc.interrupt_turn(T)
-    await rec.settle()
+    await caught_up(fake, oc)
     count = len(rec.of("content.delta", T))
     old_message = (
         delta.raw["properties"].get("messageID") or delta.raw["properties"]["part"]["messageID"]
@@ -425,7 +426,7 @@ async def test_stop_session_during_a_pending_stop(
     hold.release()
     await stop
     await closing
-    await rec.settle()
+    await caught_up(fake, oc)
     assert len(rec.of("session.exited", T)) == 1
 
 

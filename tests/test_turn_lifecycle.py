@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, Timeouts, TurnStart
+from adapter.testing import caught_up
 from adapter.testing.fake import (
     Compact,
     Fail,
@@ -143,7 +144,7 @@ async def test_a_follow_up_sent_as_the_run_ends_is_part_of_the_turn(
     assert text_of(rec, turn_id=turn.turn_id) == "first answer. second answer."
     assert not fake.sessions[info.session_id].busy
     assert status(oc) == "ready"
-    await rec.settle()
+    await caught_up(fake, oc)
     assert len(rec.of("turn.started", T)) == 1
     assert_every_turn_ended_once_after_its_output(rec)
 
@@ -174,7 +175,7 @@ async def test_a_follow_up_reaching_the_server_after_the_idle_is_part_of_the_tur
     assert done.turn_id == turn.turn_id and done.state == "completed"
     assert text_of(rec, turn_id=turn.turn_id) == "first answer. second answer."
     assert status(oc) == "ready" and not session.busy
-    await rec.settle()
+    await caught_up(fake, oc)
     assert_every_turn_ended_once_after_its_output(rec)
 
 
@@ -316,7 +317,7 @@ async def test_a_stopped_turn_after_a_compaction_has_no_summary_in_its_partial_t
     aborted = await rec.wait_for("turn.aborted")
     assert aborted.partial is not None and "SUMMARY" not in aborted.partial.text
     assert "SUMMARY" not in text_of(rec)
-    await rec.settle()
+    await caught_up(fake, oc)
     assert_every_turn_ended_once_after_its_output(rec)
 
 
@@ -411,7 +412,7 @@ async def test_a_request_that_vanished_with_its_run_in_a_restart_is_withdrawn(
     assert (resolved.request_id, resolved.decision) == (opened.request_id, "cancelled")
     aborted = await rec.wait_for("turn.aborted")
     assert aborted.turn_id == turn.turn_id
-    await rec.settle()
+    await caught_up(fake, oc)
     assert_every_turn_ended_once_after_its_output(rec)
 
 
@@ -436,7 +437,7 @@ async def test_retry_statuses_become_turn_retrying_events_and_session_info_retry
     assert all(rec.events.index(e) < rec.events.index(done) for e in retries)
     [info] = oc.list_sessions()
     assert info.retry is None and info.status == "ready"
-    await rec.settle()
+    await caught_up(fake, oc)
     assert_every_turn_ended_once_after_its_output(rec)
 
 
@@ -479,7 +480,7 @@ async def test_an_interrupt_rejects_the_stopped_requests_on_the_server(
     resolved = await rec.wait_for("request.resolved")
     assert (resolved.request_id, resolved.decision) == (opened.request_id, "cancelled")
     assert await listed_requests(fake) == [], "the stopped request does not linger as a ghost"
-    await rec.settle()
+    await caught_up(fake, oc)
     assert_every_turn_ended_once_after_its_output(rec)
 
 
@@ -664,7 +665,7 @@ async def test_directory_spellings_of_one_directory_share_one_client_and_event_s
     turn = await oc.send_turn("b", "hello")  # the default script answers "ok"
     done = await rec.wait_for("turn.completed")
     assert done.turn_id == turn.turn_id
-    await rec.settle()
+    await caught_up(fake, oc)
     assert text_of(rec, "b") == "ok", "each event is handled once"
     assert len(rec.of("turn.completed")) == 1
     assert {i.directory for i in oc.list_sessions()} == {"/p"}

@@ -23,9 +23,10 @@ from adapter import (
     UnknownThreadError,
     stop_tree,
 )
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
 from tests.adapter_support import busy_branch, held_abort, start_scripted_turn
-from tests.faults.support import ROOT_ABORTS_PER_STOP, Harness, aborts, fast, settle
+from tests.faults.support import ROOT_ABORTS_PER_STOP, Harness, aborts, fast
 
 T = "thread-1"
 
@@ -168,7 +169,7 @@ async def test_a_root_busy_again_after_the_walk_is_caught_by_the_verification_pa
     assert spawned[0] in report, "the re-listed root's new child was walked"
     assert not fake.sessions[root].busy and not fake.sessions[spawned[0]].busy
     assert (await h.rec.wait_for("turn.aborted")).turn_id == turn_id
-    await settle()
+    await caught_up(fake, h.oc)
     assert h.rec.of("runtime.error") == [], "the re-abort's acknowledgement is no error"
     await h.consistent()
 
@@ -204,12 +205,12 @@ async def test_a_thousand_concurrent_interrupts_share_one_stop(
         asyncio.create_task(h.oc.interrupt_turn(T, turn_id if i % 2 else None)) for i in range(1000)
     ]
     await hold.wait_started()
-    await settle()
+    await caught_up(fake, h.oc)
     hold.release()
     results = await asyncio.gather(*presses)
     assert all(r is results[0] for r in results)
     assert aborts(fake, root) == ROOT_ABORTS_PER_STOP
-    await settle()
+    await caught_up(fake, h.oc)
     assert len(h.rec.of("turn.aborted", T)) == 1
     assert results[0].turn_id == turn_id
     await h.consistent()
@@ -254,7 +255,7 @@ async def test_stop_session_racing_interrupt_and_send_ends_in_one_clean_exit(
     closed = (SessionClosedError, TurnCancelledError, UnknownThreadError)
     assert isinstance(outcomes["interrupt"], (InterruptResult, *closed)), outcomes
     assert isinstance(outcomes["send"], (TurnStart, *closed)), outcomes
-    await settle()
+    await caught_up(fake, h.oc)
     assert not h.oc.has_session(T)
     assert len(h.rec.of("session.exited", T)) == 1
     assert all(not s.busy for s in fake.sessions.values()), "nothing left running"
@@ -285,7 +286,7 @@ async def test_stop_session_mid_turn_ends_the_turn_with_the_exit_and_stops_the_t
     )
     child = await h.rec.wait_for("child.started")
     await h.oc.stop_session(T)
-    await settle()
+    await caught_up(fake, h.oc)
     assert not fake.sessions[child.session_id].busy
     assert not any(s.busy for s in fake.sessions.values())
     log = [e for e in h.rec.events if e.thread_id == T]
@@ -299,7 +300,7 @@ async def test_stop_session_mid_turn_never_reports_its_own_abort_as_external(
 ) -> None:
     await start_hanging_turn(h, fake)
     await h.oc.stop_session(T)
-    await settle()
+    await caught_up(fake, h.oc)
     reasons = [e.reason for e in h.rec.of("turn.aborted", T)]
     assert "Aborted outside this adapter." not in reasons, reasons
 
@@ -310,7 +311,7 @@ async def test_stop_session_waits_for_a_pending_stop_and_cancels_queued_sends(
     root, turn_id = await start_hanging_turn(h, fake)
     hold, press = await held_abort(fake, root, h.oc.interrupt_turn(T))
     sends = [asyncio.create_task(h.oc.send_turn(T, f"queued {i}")) for i in range(5)]
-    await settle()
+    await caught_up(fake, h.oc)
     closing = asyncio.create_task(h.oc.stop_session(T))
     for send in sends:
         with pytest.raises(TurnCancelledError):
@@ -338,5 +339,5 @@ async def test_interrupt_failure_then_success_emits_one_abort_and_keeps_the_part
     refusal.remove()
     result = await h.oc.interrupt_turn(T)
     assert "produced before the stop" in result.partial.text
-    await settle()
+    await caught_up(fake, h.oc)
     assert [e.turn_id for e in h.rec.of("turn.aborted")] == [turn_id]
