@@ -6,18 +6,21 @@ Benchmarks are scripts that print figures; they are not tests and assert nothing
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
 import platform
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+T = TypeVar("T")
 
 
 def quiet_logging() -> None:
@@ -107,6 +110,18 @@ def _numeric(text: str) -> bool:
     return True
 
 
+def arguments(doc: str | None, *, quick: str, output: str) -> argparse.ArgumentParser:
+    """The command line every figure-writing benchmark starts from.
+
+    The description is the first paragraph of the script's docstring; ``--quick``
+    (help: ``quick``) and ``--output`` (help: ``output``) mean the same in each.
+    """
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--output", default=None, help=output)
+    return parser
+
+
 def write_json(name: str, data: dict[str, Any]) -> Path:
     """Write ``data`` to ``benchmarks/results/NAME`` (``.json`` added when missing)."""
     if not name.endswith(".json"):
@@ -115,6 +130,12 @@ def write_json(name: str, data: dict[str, Any]) -> Path:
     path = RESULTS / name
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     return path
+
+
+def say_written(path: Path) -> None:
+    """Tell where the results went (relative to the checkout when inside it), on stderr."""
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"results written to {shown}", file=sys.stderr)
 
 
 def kib(nbytes: float | None) -> str:
@@ -170,3 +191,51 @@ def aggregate_profile(root: Any) -> list[tuple[str, float]]:
         for child in frame.children:
             stack.append((child, own))
     return sorted(totals.items(), key=lambda kv: -kv[1])
+
+
+async def profiled(
+    work: Callable[[], Awaitable[T]], text_file: str
+) -> tuple[T, dict[str, Any]] | None:
+    """Run ``work`` once under pyinstrument; None (and a line on stderr) without it.
+
+    Returns what ``work`` returned and the profile: the time under the profiler,
+    the call tree's file (written to ``benchmarks/results/TEXT_FILE``) and the
+    self time per component of ``COMPONENTS``, largest first.
+    """
+    try:
+        from pyinstrument import Profiler
+    except ImportError:
+        print("pyinstrument is not installed: skipping the profile", file=sys.stderr)
+        return None
+    profiler = Profiler(interval=0.0005, async_mode="disabled")
+    profiler.start()
+    t0 = time.perf_counter()
+    result = await work()
+    elapsed = time.perf_counter() - t0
+    profiler.stop()
+    session = profiler.last_session
+    assert session is not None
+    components = aggregate_profile(session.root_frame())
+    total = sum(t for _, t in components)
+    out = RESULTS / text_file
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out.write_text(profiler.output_text(unicode=True, color=False), encoding="utf-8")
+    return result, {
+        "elapsed_under_profiler_s": elapsed,
+        "profile_text": str(out.relative_to(ROOT)),
+        "components": [
+            {"component": c, "seconds": t, "share": t / total if total else 0.0}
+            for c, t in components
+        ],
+    }
+
+
+def components_table(profile: dict[str, Any]) -> str:
+    """The self time per component of a ``profiled`` run, as a table."""
+    return table(
+        ["component", "self time s", "share"],
+        [
+            [c["component"], f"{c['seconds']:.3f}", f"{c['share'] * 100:.1f} %"]
+            for c in profile["components"]
+        ],
+    )

@@ -125,7 +125,7 @@ class _Endless:
         self.left = size
         self.tail = b"\n" + INIT
 
-    async def read(self, n: int) -> bytes:
+    async def read(self, n: int = -1) -> bytes:
         if self.left > 0:
             chunk = min(n, self.left)
             self.left -= chunk

@@ -217,7 +217,7 @@ async def api_children_run(
             conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
         )
         async with OpenCodeClient(api[0], directory=str(server.directory)) as oc:
-            kids = []
+            kids: list[str] = []
             for i in range(2):
                 kid = await oc.create_session(title=f"kid {i}", parent_id=sid)
                 await oc.prompt_async(kid.id, "work " + script_marker(name))
@@ -238,8 +238,8 @@ async def api_children_run(
             busy = set(await oc.status()) & set(kids)
             still = {r.session_id for r in model.requests if r.script == name and r.open}
             run.children_running = bool(busy or still & set(kids))
-            for kid in kids:  # leave nothing running for the next run
-                await oc.abort(kid)
+            for kid_id in kids:  # leave nothing running for the next run
+                await oc.abort(kid_id)
     return run
 
 

@@ -39,16 +39,29 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import h11
 import httpx
 import httpx_sse
-from _common import RESULTS, ROOT, aggregate_profile, machine, quiet_logging, table, write_json
 
-from adapter import OpenCodeAdapter, OpenCodeClient, PartialCollector, Timeouts
+from adapter import OpenCodeAdapter, OpenCodeClient, PartialCollector, RawEvent, Timeouts
 from adapter._client._native import SessionCreated, parse_native
 from adapter._exceptions import NativeEventError
+from benchmarks._common import (
+    ROOT,
+    arguments,
+    components_table,
+    machine,
+    profiled,
+    quiet_logging,
+    say_written,
+    table,
+    write_json,
+)
 
 FIXTURE = ROOT / "tests" / "fixtures" / "events-nested.jsonl"
 PLACEHOLDER = "msg_BENCHPROMPT{}xxxxxxxxxxxxxxx"  # replaced by the id the adapter minted
@@ -271,9 +284,8 @@ class ReplayServer:
                 payload = payload.replace(
                     PLACEHOLDER.format(i).encode(), self.prompts[root].encode()
                 )
-        view = memoryview(payload)
-        for start in range(0, len(view), 256 * 1024):
-            writer.write(conn.send(h11.Data(data=view[start : start + 256 * 1024])) or b"")
+        for start in range(0, len(payload), 256 * 1024):
+            writer.write(conn.send(h11.Data(data=payload[start : start + 256 * 1024])) or b"")
             await writer.drain()
         await reader.read()  # keep the stream open until the reader goes away
 
@@ -292,8 +304,10 @@ async def serve(count: int) -> None:
 # --------------------------------------------------------------------------- readers
 
 
-async def read_raw(base: str, count: int) -> dict[str, Any]:
-    """httpx-sse alone: the ceiling."""
+async def _over_sse(
+    base: str, count: int, reader: str, decode: Callable[[str], object] | None
+) -> dict[str, Any]:
+    """The stream through httpx-sse alone, or with ``decode`` applied to every payload."""
     expected = count + 2  # server.connected, the stream, the end marker
     seen = 0
     async with httpx.AsyncClient(timeout=60) as http:
@@ -301,39 +315,20 @@ async def read_raw(base: str, count: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         cpu0 = time.process_time()
         async with httpx_sse.aconnect_sse(http, "GET", f"{base}/raw/event") as source:
-            async for _sse in source.aiter_sse():
-                seen += 1
-                if seen == expected:
-                    break
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {
-        "reader": "httpx-sse aiter_sse (ceiling)",
-        "events": seen,
-        "elapsed": elapsed,
-        "cpu": cpu,
-    }
-
-
-async def read_json(base: str, count: int) -> dict[str, Any]:
-    """httpx-sse plus ``json.loads`` of every payload: the decoding floor."""
-    expected = count + 2
-    seen = 0
-    async with httpx.AsyncClient(timeout=60) as http:
-        gc.collect()
-        t0 = time.perf_counter()
-        cpu0 = time.process_time()
-        async with httpx_sse.aconnect_sse(http, "GET", f"{base}/raw/event") as source:
             async for sse in source.aiter_sse():
-                json.loads(sse.data)
+                if decode is not None:
+                    decode(sse.data)
                 seen += 1
                 if seen == expected:
                     break
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"reader": "httpx-sse + json.loads", "events": seen, "elapsed": elapsed, "cpu": cpu}
+    return {"reader": reader, "events": seen, "elapsed": elapsed, "cpu": cpu}
 
 
-async def read_client(base: str, count: int) -> dict[str, Any]:
-    """OpenCodeClient.event_stream: SSE, JSON and shape checks."""
+async def _over_client(
+    base: str, count: int, reader: str, handle: Callable[[RawEvent], None] | None
+) -> dict[str, Any]:
+    """The stream through ``OpenCodeClient.event_stream``, each event given to ``handle``."""
     expected = count + 2
     seen = 0
     async with OpenCodeClient(f"{base}/raw", timeout=60) as client:
@@ -341,12 +336,29 @@ async def read_client(base: str, count: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         cpu0 = time.process_time()
         async with client.event_stream(read_timeout=60) as events:
-            async for _event in events:
+            async for raw in events:
+                if handle is not None:
+                    handle(raw)
                 seen += 1
                 if seen == expected:
                     break
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"reader": "OpenCodeClient.event_stream", "events": seen, "elapsed": elapsed, "cpu": cpu}
+    return {"reader": reader, "events": seen, "elapsed": elapsed, "cpu": cpu}
+
+
+async def read_raw(base: str, count: int) -> dict[str, Any]:
+    """httpx-sse alone: the ceiling."""
+    return await _over_sse(base, count, "httpx-sse aiter_sse (ceiling)", None)
+
+
+async def read_json(base: str, count: int) -> dict[str, Any]:
+    """httpx-sse plus ``json.loads`` of every payload: the decoding floor."""
+    return await _over_sse(base, count, "httpx-sse + json.loads", json.loads)
+
+
+async def read_client(base: str, count: int) -> dict[str, Any]:
+    """OpenCodeClient.event_stream: SSE, JSON and shape checks."""
+    return await _over_client(base, count, "OpenCodeClient.event_stream", None)
 
 
 async def read_decoder(base: str, count: int, name: str) -> dict[str, Any] | None:
@@ -363,20 +375,7 @@ async def read_decoder(base: str, count: int, name: str) -> dict[str, Any] | Non
             decode = msgspec.json.Decoder().decode
     except ImportError:
         return None
-    expected = count + 2
-    seen = 0
-    async with httpx.AsyncClient(timeout=60) as http:
-        gc.collect()
-        t0 = time.perf_counter()
-        cpu0 = time.process_time()
-        async with httpx_sse.aconnect_sse(http, "GET", f"{base}/raw/event") as source:
-            async for sse in source.aiter_sse():
-                decode(sse.data)
-                seen += 1
-                if seen == expected:
-                    break
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"reader": f"httpx-sse + {name}", "events": seen, "elapsed": elapsed, "cpu": cpu}
+    return await _over_sse(base, count, f"httpx-sse + {name}", decode)
 
 
 async def read_native(base: str, count: int, roots: list[str], *, collect: bool) -> dict[str, Any]:
@@ -386,34 +385,26 @@ async def read_native(base: str, count: int, roots: list[str], *, collect: bool)
     These are the parts of the pump this module's owners control; the adapter's own
     routing and mapping come on top (``read_adapter``).
     """
-    expected = count + 2
-    seen = 0
     # session -> the collector of its tree (the adapter's owner map, in miniature)
     owners = {root: PartialCollector(root) for root in roots} if collect else {}
-    async with OpenCodeClient(f"{base}/raw", timeout=60) as client:
-        gc.collect()
-        t0 = time.perf_counter()
-        cpu0 = time.process_time()
-        async with client.event_stream(read_timeout=60) as events:
-            async for raw in events:
-                try:
-                    event = parse_native(raw)
-                except NativeEventError:
-                    event = None
-                if event is not None and collect and event.session_id is not None:
-                    collector = owners.get(event.session_id)
-                    if collector is None and isinstance(event, SessionCreated):
-                        collector = owners.get(event.parent_id or "")
-                        if collector is not None:
-                            owners[event.session_id] = collector
-                    if collector is not None:
-                        collector.observe_native(event)
-                seen += 1
-                if seen == expected:
-                    break
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+
+    def handle(raw: RawEvent) -> None:
+        try:
+            event = parse_native(raw)
+        except NativeEventError:
+            return
+        if event is None or not collect or event.session_id is None:
+            return
+        collector = owners.get(event.session_id)
+        if collector is None and isinstance(event, SessionCreated):
+            collector = owners.get(event.parent_id or "")
+            if collector is not None:
+                owners[event.session_id] = collector
+        if collector is not None:
+            collector.observe_native(event)
+
     name = "+ parse_native + PartialCollector" if collect else "+ parse_native"
-    return {"reader": f"OpenCodeClient {name}", "events": seen, "elapsed": elapsed, "cpu": cpu}
+    return await _over_client(base, count, f"OpenCodeClient {name}", handle)
 
 
 async def read_adapter(
@@ -478,10 +469,12 @@ async def read_adapter(
 
 def _sessions_in_trees(oc: OpenCodeAdapter, threads: list[str]) -> int | None:
     """A benchmark may peek: the sessions the threads track, if this adapter says so."""
-    core = getattr(oc, "_core", None)  # the registry since the split by concept (issue 12)
-    registry = getattr(core, "threads", None) or getattr(oc, "_threads", None)
+    # The threads sit in the adapter's core, or on the adapter itself in an older
+    # checkout; a peek that no longer fits reports nothing rather than failing the run.
+    core = getattr(oc, "_registry", None)
+    registry: Any = getattr(core, "threads", None) or getattr(oc, "_threads", None)
     try:
-        return sum(len(registry[t].sessions) for t in threads)  # type: ignore[index]
+        return sum(len(registry[t].sessions) for t in threads)
     except (TypeError, KeyError, AttributeError):
         return None
 
@@ -498,30 +491,14 @@ def _short(path: str) -> str:
 
 async def profile_adapter(base: str, count: int) -> dict[str, Any] | None:
     """The adapter reader under pyinstrument: where a native event's time goes."""
-    try:
-        from pyinstrument import Profiler
-    except ImportError:
-        print("pyinstrument is not installed: skipping the profile", file=sys.stderr)
-        return None
     print("  profile (pyinstrument) ...", file=sys.stderr, flush=True)
-    profiler = Profiler(interval=0.0005, async_mode="disabled")
-    profiler.start()
-    run = await read_adapter(base, count)
-    profiler.stop()
-    session = profiler.last_session
-    assert session is not None
-    components = aggregate_profile(session.root_frame())
-    total = sum(t for _, t in components)
-    out = RESULTS / "events_profile.txt"
-    out.write_text(profiler.output_text(unicode=True, color=False), encoding="utf-8")
-    return {
-        "elapsed_under_profiler_s": run["elapsed"],
-        "profile_text": str(out.relative_to(ROOT)),
-        "components": [
-            {"component": c, "seconds": t, "share": t / total if total else 0.0}
-            for c, t in components
-        ],
-    }
+    done = await profiled(lambda: read_adapter(base, count), "events_profile.txt")
+    if done is None:
+        return None
+    run, profile = done
+    # The reader's own time, as in the other rows: the adapter's start and the
+    # sessions' creation before the stream are left out.
+    return {**profile, "elapsed_under_profiler_s": run["elapsed"]}
 
 
 def start_server(count: int) -> tuple[subprocess.Popen[str], dict[str, Any]]:
@@ -714,26 +691,20 @@ def render(result: dict[str, Any]) -> str:
             f"under the profiler); self time per component, standard-library frames other than "
             f"json counted for their caller; call tree in {profile['profile_text']}",
             "",
-            table(
-                ["component", "self time s", "share"],
-                [
-                    [c["component"], f"{c['seconds']:.3f}", f"{c['share'] * 100:.1f} %"]
-                    for c in profile["components"]
-                ],
-            ),
+            components_table(profile),
         ]
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="20,000 events, one pass")
+    parser = arguments(
+        __doc__, quick="20,000 events, one pass", output="file name under benchmarks/results/"
+    )
     parser.add_argument("--events", type=int, default=None, help="native events to replay")
     parser.add_argument(
         "--profile", action="store_true", help="also run the adapter under pyinstrument"
     )
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--output", default=None, help="file name under benchmarks/results/")
     args = parser.parse_args()
     if args.serve is not None:
         with contextlib.suppress(KeyboardInterrupt):
@@ -751,11 +722,7 @@ def main() -> None:
     result["summary"] = summarize(result)
     print(render(result))
     name = args.output or ("events-quick.json" if args.quick else "events.json")
-    path = write_json(name, result)
-    print(
-        f"results written to {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}",
-        file=sys.stderr,
-    )
+    say_written(write_json(name, result))
 
 
 if __name__ == "__main__":

@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import argparse
 import io
+import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import structlog
-from _common import machine, table
 
 from adapter._logging import configure_logging
 from adapter.cli._render import WellFormedStream
+from benchmarks._common import machine, table
 
+Format = Literal["console", "json"]
 TYPICAL = {
     "operation": "children",
     "session_id": "ses_dd7efa1f9ffeZiI27qUHW4nN7U",
@@ -35,7 +40,11 @@ TYPICAL = {
 }
 
 
-def _bare(fmt: str, stream: io.StringIO) -> None:
+def _shipped(fmt: Format, stream: io.StringIO) -> None:
+    configure_logging(format=fmt, file=stream)
+
+
+def _bare(fmt: Format, stream: io.StringIO) -> None:
     """The chain before issue 21: no well-formed step, structlog's default tracebacks."""
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -54,7 +63,7 @@ def _bare(fmt: str, stream: io.StringIO) -> None:
     )
 
 
-def _per_call(fn: Callable[[], None], count: int) -> float:
+def _per_call(fn: Callable[[], object], count: int) -> float:
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
@@ -70,13 +79,15 @@ def _fail() -> None:
 
 def log_rows(lines: int) -> list[list[Any]]:
     rows: list[list[Any]] = []
-    for fmt in ("console", "json"):
-        for name, setup in (
-            ("before (bare)", lambda s, f=fmt: _bare(f, s)),
-            ("shipped", lambda s, f=fmt: configure_logging(format=f, file=s)),
-        ):
+    formats: tuple[Format, ...] = ("console", "json")
+    for fmt in formats:
+        setups: list[tuple[str, Callable[[Format, io.StringIO], None]]] = [
+            ("before (bare)", _bare),
+            ("shipped", _shipped),
+        ]
+        for name, setup in setups:
             stream = io.StringIO()
-            setup(stream)
+            setup(fmt, stream)
             log = structlog.get_logger("adapter.client")
 
             def typical(log: Any = log) -> None:

@@ -28,15 +28,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import sys
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
-from _common import quiet_logging
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import adapter
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
+from benchmarks._common import quiet_logging
 
 MiB = 1024 * 1024
 THREAD = "bench"

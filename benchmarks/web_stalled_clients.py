@@ -31,13 +31,17 @@ import http.client
 import json
 import pstats
 import socket
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
+from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvicorn
-from _common import machine, quiet_logging, table, write_json
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 import adapter
@@ -45,14 +49,24 @@ import adapter.web._app as web_app
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from adapter.web import create_app
+from benchmarks._common import machine, quiet_logging, table, write_json
 
 THREAD = "t"
 
 
 def before_event_response(
-    subscribe: Callable[[], adapter.EventStream], thread_id: str, *, ping: float
+    subscribe: Callable[[], adapter.EventStream],
+    thread_id: str,
+    *,
+    ping: float,
+    ids: object = None,
+    lead: object = None,
 ) -> EventSourceResponse:
-    """The events route as it was before issue 21 (adapter/web/_sse.py at aeacf0a)."""
+    """The events route as it was before the send timeout (adapter/web/_sse.py at aeacf0a).
+
+    ``ids`` and ``lead`` are taken and ignored: the app passes them since the route
+    gained per-connection frame ids and a leading gap, which the old route had not.
+    """
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
         async with subscribe() as stream:
@@ -159,9 +173,11 @@ async def run_case(
     mode: str, clients: int, deltas: int, profile: cProfile.Profile | None = None
 ) -> dict[str, Any]:
     fake = FakeOpenCodeServer(seed=7)
+    # "before" serves the SSE responses the way the app did before the fix: the
+    # app's module-level name is swapped for the old response for this case only.
+    before = mock.patch.object(web_app, "event_response", before_event_response)
     if mode == "before":
-        original = web_app.event_response
-        web_app.event_response = before_event_response  # type: ignore[assignment]
+        before.start()
     try:
         async with OpenCodeAdapter(
             fake.base_url, transport=fake.transport, timeouts=Timeouts(abort=2.0, tree=2.0)
@@ -176,7 +192,7 @@ async def run_case(
                 await asyncio.sleep(0.01)
             port = server.servers[0].sockets[0].getsockname()[1]
             await oc.start_session(THREAD)
-            hub = oc._core.hub
+            hub = oc._registry.hub
             baseline = hub.subscribers
             sockets = await asyncio.to_thread(open_stalled, port, clients)
             while hub.subscribers < baseline + clients:
@@ -231,7 +247,7 @@ async def run_case(
             return result
     finally:
         if mode == "before":
-            web_app.event_response = original  # type: ignore[assignment]
+            before.stop()
         await fake.aclose()
 
 
