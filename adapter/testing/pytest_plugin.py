@@ -6,7 +6,8 @@ same tests). Installed with the package, pytest loads this module through its
 ``pytest11`` entry point ``opencode_tree``; ``-p no:opencode_tree`` turns it off
 (``docs/testing.md``, "The pytest plugin").
 
-Fixtures: ``opencode_fake``, ``opencode_adapter``, ``opencode_events`` (async, through
+Fixtures: ``opencode_fake``, ``opencode_adapter``, ``opencode_adapter_factory`` (more
+adapters on the same fake: a host restarting), ``opencode_events`` (async, through
 pytest-asyncio, strict or auto mode) and ``real_opencode`` with ``real_opencode_model``
 (sync, session-scoped). Each is customised by overriding its ``*_options`` fixture or,
 per test, by a marker of its name whose keyword arguments win.
@@ -19,7 +20,8 @@ fixture is used: a test run that uses none pays only for loading this module.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
@@ -38,7 +40,9 @@ except ImportError:  # pragma: no cover - exercised in a subprocess
     pytest_asyncio = None  # type: ignore[assignment]
 
 __all__ = [
+    "AdapterFactory",
     "opencode_adapter",
+    "opencode_adapter_factory",
     "opencode_adapter_options",
     "opencode_events",
     "opencode_fake",
@@ -49,6 +53,10 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The type of ``opencode_adapter_factory``: ``await factory(**kwargs)`` gives an entered
+#: ``OpenCodeAdapter`` on ``opencode_fake``.
+AdapterFactory = Callable[..., Awaitable["OpenCodeAdapter"]]
 
 _MISSING_PYTEST_ASYNCIO = (
     "{name} needs pytest-asyncio, which is not installed: "
@@ -144,6 +152,32 @@ async def opencode_adapter(
     }
     async with OpenCodeAdapter(opencode_fake.base_url, **options) as adapter:
         yield adapter
+
+
+@_async_fixture
+async def opencode_adapter_factory(
+    request: pytest.FixtureRequest,
+    opencode_fake: FakeOpenCodeServer,
+    opencode_adapter_options: dict[str, Any],
+) -> AsyncIterator[AdapterFactory]:
+    """Makes more adapters on ``opencode_fake``: ``await opencode_adapter_factory(**kwargs)``
+    returns a new, entered ``OpenCodeAdapter`` with ``opencode_adapter``'s options, the
+    keyword arguments winning (a host process restarting: ``start_session(..., resume=...)``
+    on a tree another adapter left). Each is closed after the test, the last made first,
+    unless the test closed it (closing twice is a no-op)."""
+    from adapter import OpenCodeAdapter
+
+    defaults = {
+        "transport": opencode_fake.transport,
+        **_options(request, opencode_adapter_options, "opencode_adapter"),
+    }
+    async with contextlib.AsyncExitStack() as made:
+
+        async def make(**kwargs: Any) -> OpenCodeAdapter:
+            adapter = OpenCodeAdapter(opencode_fake.base_url, **{**defaults, **kwargs})
+            return await made.enter_async_context(adapter)
+
+        yield make
 
 
 @_async_fixture
