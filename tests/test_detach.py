@@ -18,6 +18,7 @@ from adapter import (
     Timeouts,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Permission, Task, Text
+from adapter.testing.pytest_plugin import AdapterFactory
 from tests.adapter_support import Recorder
 
 T = "t-detach"
@@ -94,22 +95,24 @@ def adapter_tasks(tasks: set[asyncio.Task[Any]]) -> list[asyncio.Task[Any]]:
 
 
 async def test_a_second_adapter_resumes_a_detached_thread_whose_tree_still_runs(
-    fake: FakeOpenCodeServer,
+    opencode_fake: FakeOpenCodeServer, opencode_adapter_factory: AdapterFactory
 ) -> None:
+    fake = opencode_fake
     scripts(fake)
-    async with adapter(fake, on_close="detach") as first:
-        root, child = await running_tree(fake, first)
-        cursor = first.session_info(T).resume
+    first = await opencode_adapter_factory(timeouts=TIMEOUTS, on_close="detach")
+    root, child = await running_tree(fake, first)
+    cursor = first.session_info(T).resume
+    await first.aclose()
     assert_left_alone(fake, root, child)
-    async with adapter(fake) as second:
-        info = await second.start_session(T, resume=cursor)
-        assert info.session_id == root
-        assert fake.sessions[root].busy and fake.sessions[child].busy
-        # The request left open is still there to answer.
-        await asyncio.wait_for(_pending(second), 5)
-        [request] = second.pending_requests(T)
-        await second.respond_to_request(T, request.request_id, "accept")
-        await fake.wait_until(lambda: not fake.sessions[root].busy)
+    second = await opencode_adapter_factory(timeouts=TIMEOUTS)
+    info = await second.start_session(T, resume=cursor)
+    assert info.session_id == root
+    assert fake.sessions[root].busy and fake.sessions[child].busy
+    # The request left open is still there to answer.
+    await asyncio.wait_for(_pending(second), 5)
+    [request] = second.pending_requests(T)
+    await second.respond_to_request(T, request.request_id, "accept")
+    await fake.wait_until(lambda: not fake.sessions[root].busy)
 
 
 async def test_the_default_close_still_aborts_the_tree(fake: FakeOpenCodeServer) -> None:
