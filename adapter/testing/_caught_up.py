@@ -91,11 +91,12 @@ def _still_busy(
     timeout: float,
     rounds: int,
 ) -> str:
+    runnable = "1 callback was" if len(ready) == 1 else f"{len(ready)} callbacks were"
     return (
         f"caught_up: waited {timeout} s ({rounds} loop turns) for the adapter to handle "
         "every event the fake published and for the event loop to run out of runnable "
-        f"work, but {len(ready)} callbacks were still runnable ({_runnable(ready)}); "
-        f"{_fake_state(fake)}; {_adapter_state(adapter)}"
+        f"work, but {runnable} still runnable ({_runnable(ready)}); "
+        f"{_fake_state(fake)}; {_adapter_state(adapter)}\n{fake.describe_state()}"
     )
 
 

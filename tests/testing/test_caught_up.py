@@ -107,3 +107,4 @@ async def test_a_loop_that_never_runs_out_of_work_times_out_saying_what_runs(
     assert "task 'spinner'" in message
     assert "the fake published " in message and "frames unread" in message
     assert "connected, 0 events skipped, 0 reconnections" in message
+    assert "\nthe fake's state:\n  sessions (1):" in message  # as the fake's own waits show it
