@@ -2,6 +2,14 @@
 
 The public surface is re-exported here; everything in ``adapter._*`` modules
 is private and may change.
+
+The layers, drawn in ``docs/architecture.md`` (a test checks the imports): the
+foundation (``_base``, ``_exceptions``, ``_logging``, ``_timeouts``); the wire (``_client``,
+``_server``); the host's vocabulary of frozen values (``_types``); the concepts
+(``_threads``, ``_turns``, ``_stream``, ``_requests``, ``_stop``); the facade
+``OpenCodeAdapter`` (``_adapter``); and the faces: the command line (``cli``, also
+``__main__``), the Stop-button backend (``web``), the ACP agent (``acp``) and the test kit
+(``testing``).
 """
 
 import dataclasses
@@ -18,7 +26,7 @@ from ._client._inventory import (
     SkillInfo,
 )
 from ._client._mcp import McpServerStatus
-from ._client._models import (
+from ._client._responses import (
     Health,
     Message,
     MessageError,

@@ -31,13 +31,13 @@ from typing import Any, Literal, Self
 import httpx
 
 from ._base._closing import AsyncClosing
-from ._base._tasks import first_of
+from ._base._task_owner import first_of
 from ._client import OpenCodeClient
 from ._client._base_url import checked_base_url
 from ._client._inventory import ServerInventory, known_command
 from ._client._mcp import McpServerStatus
-from ._client._models import Session
 from ._client._native import NativeEvent
+from ._client._responses import Session
 from ._exceptions import (
     AdapterClosedError,
     CannotDetachError,
@@ -63,16 +63,16 @@ from ._stream._pump_sink import PumpSink
 from ._stream._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from ._stream._translator import Translator
 from ._threads._compaction import summarize
-from ._threads._fork import check_free, checked_at_turn, discard_fork, fork_session_at
+from ._threads._fork_at_turn import check_free, checked_at_turn, discard_fork, fork_session_at
 from ._threads._history import live_tree, read_history, roll_back
-from ._threads._registry import AdapterCore, Limits
-from ._threads._resume import cursor_of, parse_cursor, resume_session
+from ._threads._limits import Limits
+from ._threads._registry import ThreadRegistry
+from ._threads._resume_cursors import cursor_of, parse_cursor, resume_session
 from ._threads._session_owners import Ownership
 from ._threads._session_tree import SessionTree
 from ._threads._thread_state import ThreadState, TreeMembership
 from ._timeouts import Timeouts
-from ._turns._lifecycle import Lifecycle
-from ._turns._phases import ThreadPhase
+from ._turns._lifecycle import Lifecycle, ThreadPhase
 from ._turns._prompt_input import FilePart, PromptPart, build_prompt, parse_model
 from ._turns._running import Turns
 from ._types._events import RequestOpened, RuntimeWarningEvent, UserInputRequested
@@ -162,7 +162,7 @@ class OpenCodeAdapter(AsyncClosing):
         self._directory = normalise_directory(directory)
         self._timeouts = timeouts if timeouts is not None else Timeouts()
         self._server: ServerProcess | None = None
-        self._core = core = AdapterCore(
+        self._registry = core = ThreadRegistry(
             base_url=base_url,
             password=password,
             transport=transport,
@@ -198,7 +198,7 @@ class OpenCodeAdapter(AsyncClosing):
 
     def __repr__(self) -> str:
         return (
-            f"OpenCodeAdapter(base_url={self.base_url!r}, threads={len(self._core.threads)}, "
+            f"OpenCodeAdapter(base_url={self.base_url!r}, threads={len(self._registry.threads)}, "
             f"auth={'basic' if self._password is not None else 'none'})"
         )
 
@@ -229,9 +229,9 @@ class OpenCodeAdapter(AsyncClosing):
                 ready_timeout=self._timeouts.server_ready,
             )
             await self._server.start()
-            self._core.base_url = self._server.base_url
-            self._core.tasks.spawn(self._watch_server(self._server), name="server-watch")
-        self._core.tasks.spawn(self._translate_routed(), name="routed-requests")
+            self._registry.base_url = self._server.base_url
+            self._registry.tasks.spawn(self._watch_server(self._server), name="server-watch")
+        self._registry.tasks.spawn(self._translate_routed(), name="routed-requests")
         return self
 
     async def aclose(self, *, detach: bool | None = None) -> None:
@@ -248,7 +248,7 @@ class OpenCodeAdapter(AsyncClosing):
         detaching = self._on_close == "detach" if detach is None else detach
         if detaching and self._base_url is None:
             raise CannotDetachError(_OWNED_SERVER)
-        core = self._core
+        core = self._registry
         if core.closed:
             return
         core.closed = True
@@ -304,18 +304,20 @@ class OpenCodeAdapter(AsyncClosing):
             raise InvalidInputError("replay must be a bool")
         if replay and after is not None:
             raise InvalidInputError("give after or replay, not both")
-        return self._core.hub.subscribe(thread_id, after=after, replay=replay, max_queue=max_queue)
+        return self._registry.hub.subscribe(
+            thread_id, after=after, replay=replay, max_queue=max_queue
+        )
 
     def list_sessions(self) -> list[SessionInfo]:
-        return [t.info() for t in self._core.threads.values()]
+        return [t.info() for t in self._registry.threads.values()]
 
     def has_session(self, thread_id: str) -> bool:
-        return thread_id in self._core.threads
+        return thread_id in self._registry.threads
 
     def session_info(self, thread_id: str) -> SessionInfo:
         """One thread's :class:`SessionInfo`, as :meth:`list_sessions` lists it (a
         closing thread included); :class:`UnknownThreadError` if there is none."""
-        thread = self._core.threads.get(thread_id)
+        thread = self._registry.threads.get(thread_id)
         if thread is None:
             raise UnknownThreadError(thread_id)
         return thread.info()
@@ -346,12 +348,12 @@ class OpenCodeAdapter(AsyncClosing):
             parse_model(model)
         rules = permission_rules(permissions) if permissions is not None else None
         directory = normalise_directory(directory) if directory is not None else self._directory
-        existing = self._core.threads.get(thread_id)
+        existing = self._registry.threads.get(thread_id)
         if existing is not None and existing.closing:
             # A stop of this thread is under way: its session.exited comes first.
             await existing.finished.wait()
             self._check_open()
-            existing = self._core.threads.get(thread_id)
+            existing = self._registry.threads.get(thread_id)
         if existing is not None and not existing.closing:
             if existing.lifecycle.phase is ThreadPhase.CONNECTING:
                 pending = self._starting.get(thread_id)
@@ -388,7 +390,7 @@ class OpenCodeAdapter(AsyncClosing):
         permissions: Permissions | None = None,
         rules: tuple[PermissionRule, ...] | None = None,
     ) -> SessionInfo:
-        core = self._core
+        core = self._registry
         client = core.client_for(directory)
         pump = self._pump_for(directory, client)
         if self._version.needed:
@@ -422,9 +424,7 @@ class OpenCodeAdapter(AsyncClosing):
             title=title,
             tree=TreeMembership(sessions={session_id: None}, parents={session_id: None}),
         )
-        core.threads[thread_id] = thread
-        core.owner[session_id] = thread
-        core.strangers.clear()  # a new root can make yesterday's strangers ours
+        core.register(thread)
         created = session_id != resumed_id  # a resumed tree may be another process's work
         try:
             async with asyncio.timeout(self._timeouts.connect):
@@ -471,7 +471,7 @@ class OpenCodeAdapter(AsyncClosing):
         (``abort``; never a resumed session, whose run may be another process's)."""
         thread.lifecycle.begin_close()
         thread.scope.cancel()
-        self._core.forget(thread)
+        self._registry.forget(thread)
         thread.lifecycle.closed("start failed")
         thread.finished.set()
         with contextlib.suppress(OpenCodeError, TimeoutError):
@@ -483,13 +483,13 @@ class OpenCodeAdapter(AsyncClosing):
         """Stop the thread: a pending stop completes, then root and tree are aborted
         (best effort, bounded), its open requests are withdrawn, and ``session.exited``
         is emitted once."""
-        await self._interrupts.close(self._core.get(thread_id, allow_closing=True))
+        await self._interrupts.close(self._registry.get(thread_id, allow_closing=True))
 
     async def stop_all(self, *, detach: bool = False) -> None:
         """``stop_session`` of every thread, and of every start under way (it raises
         :class:`SessionClosedError`); ``detach`` (by :meth:`aclose`) leaves the trees and
         requests on the server. (Closing, a start under way raises by itself.)"""
-        core = self._core
+        core = self._registry
         threads = [t for t in core.threads.values() if not t.closing]
         reason = "detached: the tree goes on on the server" if detach else "stopped"
 
@@ -538,7 +538,7 @@ class OpenCodeAdapter(AsyncClosing):
         if agent is not None and (not isinstance(agent, str) or not agent):
             raise InvalidInputError("agent must be a non-empty string")
         parsed_model = parse_model(model) if model is not None else None
-        thread = self._core.get(thread_id)
+        thread = self._registry.get(thread_id)
         if parsed_model is None and thread.model is not None:
             parsed_model = parse_model(thread.model)
         await self._wait_ready(thread)
@@ -561,7 +561,7 @@ class OpenCodeAdapter(AsyncClosing):
             raise InvalidInputError("name must be a non-empty string, arguments a string")
         if agent is not None and (not isinstance(agent, str) or not agent):
             raise InvalidInputError("agent must be a non-empty string")
-        thread = self._core.get(thread_id)
+        thread = self._registry.get(thread_id)
         chosen = model if model is not None else thread.model
         parsed = parse_model(chosen) if chosen is not None else None
         await self._wait_ready(thread)
@@ -575,7 +575,7 @@ class OpenCodeAdapter(AsyncClosing):
         wins, so a preset replaces whatever mode was set before; raw rules are
         added to it. The running turn's next tool call is checked against them."""
         rules = permission_rules(permissions)
-        thread = self._core.get(thread_id)
+        thread = self._registry.get(thread_id)
         await self._wait_ready(thread)
         await thread.client.add_permission_rules(thread.session_id, native_rules(rules))
         thread.permissions = describe(permissions)
@@ -596,7 +596,7 @@ class OpenCodeAdapter(AsyncClosing):
         """
         if turn_id is not None and not isinstance(turn_id, str):
             raise InvalidInputError("turn_id must be a string or None")
-        thread = self._core.get(thread_id)
+        thread = self._registry.get(thread_id)
         await self._wait_ready(thread)
         if thread.closing:
             raise SessionClosedError(f"thread {thread_id} is stopping")
@@ -608,7 +608,7 @@ class OpenCodeAdapter(AsyncClosing):
         subagents and the turn go on. The thread's root (``interrupt_turn`` stops it)
         and a session outside the tree are refused (``InvalidInputError``, nothing
         sent). A stop of the turn under way is joined: its report is returned."""
-        thread = self._core.get(thread_id)
+        thread = self._registry.get(thread_id)
         await self._wait_ready(thread)
         if thread.closing:
             raise SessionClosedError(f"thread {thread_id} is stopping")
@@ -618,7 +618,7 @@ class OpenCodeAdapter(AsyncClosing):
         """The thread's session tree as the adapter knows it (the root, every subagent
         and API-created child it adopted), with each session's status read from the
         server now (``busy``, ``retry`` or ``idle``); root first, then breadth-first."""
-        thread = self._core.get(thread_id)
+        thread = self._registry.get(thread_id)
         await self._wait_ready(thread)
         return await live_tree(thread)
 
@@ -629,14 +629,14 @@ class OpenCodeAdapter(AsyncClosing):
         in ``errors``. See :class:`ServerInventory`."""
         self._check_open()
         where = normalise_directory(directory) if directory is not None else self._directory
-        return await self._core.client_for(where).inventory()
+        return await self._registry.client_for(where).inventory()
 
     async def list_root_sessions(self, *, directory: str | None = None) -> list[Session]:
         """The server's root sessions of ``directory`` (default: the adapter's), most
         recently updated first: what a host offers to resume (``start_session(resume=)``)."""
         self._check_open()
         where = normalise_directory(directory) if directory is not None else self._directory
-        return await self._core.client_for(where).root_sessions(where)
+        return await self._registry.client_for(where).root_sessions(where)
 
     async def add_mcp_server(
         self, name: str, config: Mapping[str, Any], *, directory: str | None = None
@@ -647,7 +647,7 @@ class OpenCodeAdapter(AsyncClosing):
         server tried to start it (``docs/adapter.md``, "MCP servers")."""
         self._check_open()
         where = normalise_directory(directory) if directory is not None else self._directory
-        return await self._core.client_for(where).add_mcp(name, config)
+        return await self._registry.client_for(where).add_mcp(name, config)
 
     # -- requests --------------------------------------------------------------
 
@@ -658,10 +658,10 @@ class OpenCodeAdapter(AsyncClosing):
         :meth:`respond_to_request` / :meth:`respond_to_user_input`. One leaves the list
         with its ``*.resolved`` event: answered (here or elsewhere), moot, or withdrawn
         by a stop; :class:`UnknownThreadError` for a thread that is not started."""
-        return self._requests.open_in(self._core.get(thread_id))
+        return self._requests.open_in(self._registry.get(thread_id))
 
     async def respond_to_request(self, thread_id: str, request_id: str, decision: str) -> None:
-        await self._requests.respond(self._core.get(thread_id), request_id, decision)
+        await self._requests.respond(self._registry.get(thread_id), request_id, decision)
 
     async def respond_to_user_input(
         self, thread_id: str, request_id: str, answers: Answers
@@ -670,12 +670,12 @@ class OpenCodeAdapter(AsyncClosing):
         per question in order. Checked against the questions first (every question
         answered, keys and option labels exact, one answer unless ``multiple``):
         :class:`InvalidInputError` names what does not fit, and nothing is sent."""
-        await self._requests.answer(self._core.get(thread_id), request_id, answers)
+        await self._requests.answer(self._registry.get(thread_id), request_id, answers)
 
     async def reject_user_input(self, thread_id: str, request_id: str) -> None:
         """Decline a question request: its tool call fails and the asking session's run
         stops, as when a user dismisses the question in OpenCode's own UI."""
-        await self._requests.reject(self._core.get(thread_id), request_id)
+        await self._requests.reject(self._registry.get(thread_id), request_id)
 
     async def summarize_thread(self, thread_id: str, *, model: str | None = None) -> str | None:
         """Compact the thread's history into a summary (OpenCode's ``summarize``) and
@@ -689,12 +689,12 @@ class OpenCodeAdapter(AsyncClosing):
         the server wrote no summary (measured once on 1.18.34: a summarize sent just
         as a run began was taken as an ordinary message and the agent went on).
         """
-        thread = self._core.get(thread_id)
+        thread = self._registry.get(thread_id)
         chosen = parse_model(model) if model is not None else None
         if chosen is None and thread.model is not None:
             chosen = parse_model(thread.model)
         await self._wait_ready(thread)
-        deadline = self._core.timeouts.summarize
+        deadline = self._registry.timeouts.summarize
         with thread.compactions.summarizing():  # its run is no other client's to adopt
             return await summarize(thread.client, thread.session_id, chosen, deadline=deadline)
 
@@ -705,16 +705,16 @@ class OpenCodeAdapter(AsyncClosing):
 
         OpenCode keeps reverted messages stored (marked by the session's ``revert``)
         until the next prompt removes them, so they are cut here."""
-        return await read_history(self._core.get(thread_id))
+        return await read_history(self._registry.get(thread_id))
 
     async def rollback_thread(self, thread_id: str, num_turns: int) -> ThreadHistory:
         """Revert the last ``num_turns`` turns (all of them if there are fewer).
 
         A turn is a prompt with its steers, follow-ups and server continuations
-        (see :func:`adapter._threads._stored_turns.turn_starts`), not one user message."""
+        (see :func:`adapter._threads._turn_boundaries.turn_starts`), not one user message."""
         if isinstance(num_turns, bool) or not isinstance(num_turns, int) or num_turns < 1:
             raise InvalidInputError("num_turns must be a positive integer")
-        return await roll_back(self._core.get(thread_id), num_turns)
+        return await roll_back(self._registry.get(thread_id), num_turns)
 
     async def fork_thread(
         self, thread_id: str, new_thread_id: str, *, at_turn: int | None = None
@@ -724,15 +724,15 @@ class OpenCodeAdapter(AsyncClosing):
         negative from the end), with the source's directory, model and permission mode;
         the source is untouched (``docs/adapter.md``, "Forking a thread")."""
         self._check_open()
-        source, at_turn = self._core.get(thread_id), checked_at_turn(at_turn)
-        check_free(new_thread_id, self._core.threads, self._starting)
+        source, at_turn = self._registry.get(thread_id), checked_at_turn(at_turn)
+        check_free(new_thread_id, self._registry.threads, self._starting)
         await self._wait_ready(source)
         teardown, known = self._timeouts.teardown, source.ledger.user_turns()
         fork = await fork_session_at(
             source.client, source.session_id, known, at_turn, teardown=teardown
         )
         try:  # no await between this check and start_session's registration
-            check_free(new_thread_id, self._core.threads, self._starting)
+            check_free(new_thread_id, self._registry.threads, self._starting)
             cursor = cursor_of(fork.id, source.directory)
             await self.start_session(
                 new_thread_id, directory=source.directory, model=source.model, resume=cursor
@@ -740,25 +740,25 @@ class OpenCodeAdapter(AsyncClosing):
         except BaseException:
             await discard_fork(source.client, fork.id, teardown=teardown)
             raise
-        self._core.threads[new_thread_id].permissions = source.permissions
+        self._registry.threads[new_thread_id].permissions = source.permissions
         return self.session_info(new_thread_id)
 
     # -- plumbing --------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._core.closed or not self._entered:
+        if self._registry.closed or not self._entered:
             raise AdapterClosedError(
                 "the adapter is closed"
-                if self._core.closed
+                if self._registry.closed
                 else "use `async with OpenCodeAdapter(...)`"
             )
-        if self._core.server_dead:
+        if self._registry.server_dead:
             raise ServerExitedError("the OpenCode server the adapter started has exited")
 
     def _pump_for(self, directory: str | None, client: OpenCodeClient) -> EventPump:
         pump = self._pumps.get(directory)
         if pump is None:
-            core = self._core
+            core = self._registry
             sink = PumpSink(core, directory, client, self._on_event, self._requests, self._turns)
             pump = EventPump(directory, client, sink, skip_report=core.timeouts.skip_report)
             self._pumps[directory] = pump
@@ -772,7 +772,7 @@ class OpenCodeAdapter(AsyncClosing):
         routed = self._ownership.routed
         while True:
             event = await routed.get()
-            if self._core.closed:
+            if self._registry.closed:
                 continue
             try:
                 self._on_event(event)
@@ -781,7 +781,7 @@ class OpenCodeAdapter(AsyncClosing):
 
     async def _watch_server(self, server: ServerProcess) -> None:
         await server.exited.wait()
-        core = self._core
+        core = self._registry
         if core.closed:
             return
         _log.error("adapter.server_exited", returncode=server.returncode)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from adapter import PartialCollector, PartialResult
-from adapter._client._models import Message
+from adapter._client._responses import Message
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKER = re.compile(r"\n…\[truncated (\d+) bytes\]")

@@ -92,9 +92,7 @@ async def working_tree(fake: FakeOpenCodeServer) -> tuple[str, list[str]]:
     tree_script(fake)
     root = await new_session(fake)
     await prompt(fake, root, "go [[script:root]]")
-    await fake.wait_until(lambda: len(fake.tree(root)) == 3)
-    tree = fake.tree(root)
-    await fake.wait_hanging(tree[2])
+    tree = await fake.wait_for_tree(root, sessions=3, hanging=True)
     return root, tree
 
 

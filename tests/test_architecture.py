@@ -362,3 +362,45 @@ def test_every_module_of_a_concept_package_is_named_in_its_paragraph() -> None:
             if module.name != "__init__.py" and f"`{module.stem}`" not in paragraph
         ]
     assert unnamed == []
+
+
+def test_every_package_docstring_names_its_modules() -> None:
+    """A package's ``__init__`` says what each of its modules is for, by name (as the
+    page does for the layers' packages), so a reader routes from the package to the
+    module without opening them all."""
+    unnamed: list[str] = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        if "__pycache__" in init.parts:
+            continue
+        docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
+        package = init.parent.relative_to(PACKAGE.parent).as_posix()
+        for module in sorted(init.parent.glob("*.py")):
+            if module.name == "__init__.py":
+                continue
+            if not re.search(rf"`{re.escape(module.stem)}\b", docstring):
+                unnamed.append(f"{package}/{module.name}")
+        for sub in sorted(d for d in init.parent.iterdir() if (d / "__init__.py").exists()):
+            if not re.search(rf"`{re.escape(sub.name)}\b", docstring):
+                unnamed.append(f"{package}/{sub.name}/")
+    assert unnamed == [], "modules no package docstring names:\n" + "\n".join(unnamed)
+
+
+def test_each_layer_package_docstring_names_the_modules_its_paragraph_names() -> None:
+    """``adapter/_x/__init__.py`` and ``docs/architecture.md``'s ``_x/`` paragraph route
+    to the same modules: the page is the map, the docstring the map at hand."""
+    text = ARCHITECTURE.read_text()
+    differ: list[str] = []
+    for package in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name.startswith("_")):
+        if package.name == "__pycache__":
+            continue
+        paragraph = text.split(f"### `{package.name}/`", 1)[1].split("\n### ", 1)[0]
+        docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+        on_page = set(re.findall(r"`(_[a-z_]+)`", paragraph))
+        in_docstring = set(re.findall(r"``(_[a-z_]+)``", docstring))
+        modules = {m.stem for m in package.glob("_*.py") if m.name != "__init__.py"}
+        if on_page & modules != in_docstring & modules:
+            differ.append(
+                f"{package.name}: page {sorted(on_page & modules)}, "
+                f"docstring {sorted(in_docstring & modules)}"
+            )
+    assert differ == []

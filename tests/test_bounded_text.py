@@ -112,7 +112,7 @@ async def test_what_the_translator_keeps_of_a_part_is_bounded(
     stream = oc.events(A, max_queue=1000)
     await oc.send_turn(A, "go [[script:s]]")
     await deltas_of(stream, 200)
-    turn = oc._core.threads[A].turn
+    turn = oc._registry.threads[A].turn
     assert turn is not None
     assert deep_size(turn.emitted_text) < 64 * 1024  # max_output_bytes
     await stream.aclose()
@@ -332,7 +332,7 @@ async def test_a_live_thread_history_stays_within_its_bytes(
     stream = small.events(A, max_queue=1000)
     await small.send_turn(A, "go [[script:s]]")
     got = await deltas_of(stream, 200)
-    history = small._core.hub.history
+    history = small._registry.hub.history
     assert history.retained_bytes(A) <= 64 * 1024
     replay = small.events(A, after=got[0].event_id)
     first = await anext(replay)
@@ -368,7 +368,7 @@ async def test_memory_is_released_after_the_stop_and_the_close(
         await deltas_of(stream, count)
         await stream.aclose()
         del stream
-        thread = small._core.threads[A]
+        thread = small._registry.threads[A]
         assert thread.turn is not None
         turn = weakref.ref(thread.turn)
         del thread
@@ -383,7 +383,7 @@ async def test_memory_is_released_after_the_stop_and_the_close(
     # The history may keep 64 KiB of the thread; everything else is bookkeeping.
     # 10 MiB were streamed: a generous margin still tells held from released.
     assert held < 2 * 1024 * 1024, held
-    assert small._core.hub.history.retained_bytes(A) <= 64 * 1024
+    assert small._registry.hub.history.retained_bytes(A) <= 64 * 1024
 
 
 # --------------------------------------------------------------------------- surrogates

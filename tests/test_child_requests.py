@@ -82,7 +82,7 @@ async def adapter_caught_up(
 
 def lookups_running(oc: OpenCodeAdapter) -> int:
     """The adapter's ancestry lookup tasks still running (``Ownership.route_request``)."""
-    tasks = oc._core.tasks._tasks
+    tasks = oc._registry.tasks._tasks
     return sum(1 for t in tasks if t.get_name().endswith(":route-request") and not t.done())
 
 
@@ -153,7 +153,7 @@ async def test_a_grandchilds_request_answered_elsewhere_while_its_ancestry_looku
     await settled(oc, fake, rec, info.session_id)
     assert [e for e in rec.events if e.type in ANNOUNCED] == []
     assert not rec.of("runtime.warning")
-    assert oc._core.threads[T].pending == {}
+    assert oc._registry.threads[T].pending == {}
 
 
 @SHORT_LOOKUP_RETRY

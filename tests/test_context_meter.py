@@ -17,8 +17,8 @@ import httpx
 
 from adapter import ModelCost, ModelInfo, OpenCodeAdapter, TurnUsage
 from adapter._client._context_limits import ContextLimits
-from adapter._client._models import Message
-from adapter._types._usage import UsageMeter
+from adapter._client._responses import Message
+from adapter._turns._usage_meter import UsageMeter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
 from tests.adapter_support import Recorder, start_scripted_turn
 

@@ -127,7 +127,7 @@ async def test_an_after_no_longer_retained_starts_with_an_expired_gap(
     assert "turn.completed" in [e.type for e in got[1:]]
     # Another thread's event id does not resume this thread.
     await oc.start_session(B)
-    b_event = oc._core.hub.history.retained(B)[0]
+    b_event = oc._registry.hub.history.retained(B)[0]
     assert isinstance(drain(oc.events(A, after=b_event.event_id))[0], StreamGap)
 
 
@@ -138,7 +138,7 @@ async def test_the_window_is_the_current_and_previous_turn(
     await oc.start_session(A)
     for _ in range(3):
         await one_turn(oc, rec, A, "s")
-    retained = oc._core.hub.history.retained(A)
+    retained = oc._registry.hub.history.retained(A)
     starts = [e for e in retained if e.type == "turn.started"]
     turns = rec.of("turn.started", A)
     assert [e.turn_id for e in starts] == [turns[1].turn_id, turns[2].turn_id]
@@ -183,7 +183,7 @@ async def test_a_consumer_that_falls_behind_gets_a_gap_and_its_stream_ends(
     assert len(got) == 4 and isinstance(got[3], StreamGap)
     gap = got[3]
     assert gap.reason == "overflow" and gap.last_event_id == got[2].event_id
-    assert oc._core.hub.subscribers == 2  # rec and steady; the slow one is gone
+    assert oc._registry.hub.subscribers == 2  # rec and steady; the slow one is gone
     everything = drain(steady)
     assert len(everything) > 3  # the steady consumer lost nothing
     # Catching up from the gap: exactly the rest.
@@ -204,11 +204,11 @@ async def test_aclose_from_another_task_ends_a_waiting_consumer(oc: OpenCodeAdap
 
     forwarding = asyncio.create_task(forward())
     await asyncio.sleep(0.01)  # the consumer waits on an empty stream
-    subscribed = oc._core.hub.subscribers
+    subscribed = oc._registry.hub.subscribers
     await stream.aclose()
     async with asyncio.timeout(2):
         await forwarding
-    assert got == [] and oc._core.hub.subscribers == subscribed - 1
+    assert got == [] and oc._registry.hub.subscribers == subscribed - 1
     assert [e async for e in stream] == [], "a closed stream stays ended"
 
 
@@ -216,7 +216,7 @@ async def test_a_replay_longer_than_the_queue_ends_with_a_gap(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     await thread_a_after_one_turn(oc, fake, rec, [Text("a b c d e f")])
-    first = oc._core.hub.history.retained(A)[0]
+    first = oc._registry.hub.history.retained(A)[0]
     got = [e async for e in oc.events(A, after=first.event_id, max_queue=2)]
     assert [type(e) for e in got][-1] is StreamGap and len(got) == 3
     assert got[-1].last_event_id == got[1].event_id

@@ -2,7 +2,7 @@
 
 The histories copy what the real server 1.18.34 stored (times in ms from the
 first prompt, parents, finishes and parts as measured; see
-``adapter/_threads/_stored_turns.py``). ``tests/real/test_history_real.py`` checks the rule
+``adapter/_threads/_turn_boundaries.py``). ``tests/real/test_history_real.py`` checks the rule
 on histories the real server builds.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapter._client._models import Message
-from adapter._threads._stored_turns import is_server_written, turn_starts, unreverted
+from adapter._client._responses import Message
+from adapter._threads._turn_boundaries import is_server_written, turn_starts, unreverted
 
 SESSION = "ses_history"
 

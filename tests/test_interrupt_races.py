@@ -145,7 +145,7 @@ async def test_a_failed_turnless_stop_is_cleared_before_the_next_turn(
         await oc.interrupt_turn(T)
     assert caught.value.first_failure is not None
     assert caught.value.first_failure.session_id == child
-    assert oc._core.threads[T].stop is None
+    assert oc._registry.threads[T].stop is None
     assert oc.list_sessions()[0].status == "ready"
     refusal.remove()
     fake.script("ok", [Text("fresh turn")])

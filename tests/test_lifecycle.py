@@ -1,7 +1,7 @@
 """The thread and turn state machines: the drawings are the tables, the tables are enforced.
 
 ``docs/interrupt.md`` draws both machines; these tests fail if a state or an arrow of a
-drawing differs from ``adapter/_turns/_phases.py``, and if ``Lifecycle`` allows a move
+drawing differs from ``adapter/_turns/_lifecycle.py``, and if ``Lifecycle`` allows a move
 the tables do not (or emits a turn's ending twice).
 """
 
@@ -16,17 +16,20 @@ import pytest
 
 from adapter import AnyEvent, Event, ThreadStatus
 from adapter._base._ids import mint_message_id
-from adapter._base._tasks import TaskOwner
+from adapter._base._task_owner import TaskOwner
 from adapter._stop._partial_collector import PartialCollector
-from adapter._turns._lifecycle import Lifecycle, LifecycleError, TurnEnding
-from adapter._turns._phases import (
+from adapter._turns._lifecycle import (
     THREAD_TRANSITIONS,
     TURN_STARTS,
     TURN_TRANSITIONS,
+    Lifecycle,
+    LifecycleError,
     ThreadPhase,
+    Turn,
+    TurnEnding,
     TurnPhase,
+    turn_id_for,
 )
-from adapter._turns._turn import Turn, turn_id_for
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "interrupt.md"
 ARROW = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)\s*(?::.*)?$")

@@ -26,8 +26,6 @@ from hypothesis import strategies as st
 
 from adapter import ProtocolError
 from adapter._base._ids import checked_id
-from adapter._client._event_wire import decode_json as _decode_json
-from adapter._client._models import Part, ToolState
 from adapter._client._native import (
     MessageRemoved,
     MessageUpdated,
@@ -54,6 +52,8 @@ from adapter._client._native import (
     parse_native,
     session_of,
 )
+from adapter._client._responses import Part, ToolState
+from adapter._client._sse_payloads import decode_json as _decode_json
 from adapter._exceptions import NativeEventError
 
 FIXTURES = Path(__file__).parent / "fixtures"

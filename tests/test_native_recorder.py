@@ -113,7 +113,7 @@ async def test_the_recorder_is_off_by_default_and_costs_no_task(
     assert oc._recording is None
     # The pump calls the translator itself: no wrapper, no queue, no task.
     assert oc._pumps[None]._on_event == oc._translator.handle
-    assert not [t for t in oc._core.tasks._tasks if "native-recorder" in t.get_name()]
+    assert not [t for t in oc._registry.tasks._tasks if "native-recorder" in t.get_name()]
 
 
 async def test_a_raising_recorder_never_stops_the_pump_and_is_reported_once(
@@ -188,7 +188,7 @@ async def test_a_recorder_that_never_returns_is_cancelled_at_aclose(
             await run_turn(oc, rec, A, "hello")
             await rec.close()
     assert cancelled.is_set()
-    assert len(oc._core.tasks) == 0
+    assert len(oc._registry.tasks) == 0
 
 
 PASSWORD = "s3cret-pässword"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from adapter import PartialCollector, PartialResult, TurnUsage
-from adapter._client._models import Message
 from adapter._client._native import parse_native
+from adapter._client._responses import Message
 from tests.partial_support import (
     CHILD,
     NESTED,

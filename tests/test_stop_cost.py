@@ -291,7 +291,7 @@ async def test_interrupt_of_a_wide_known_tree_never_has_more_than_8_requests_in_
             for _ in range(20):
                 child = fake.add_session(parent_id=root, busy=True, emit=True)
                 tree += [child, fake.add_session(parent_id=child, busy=True, emit=True)]
-            thread = oc._core.threads[T]
+            thread = oc._registry.threads[T]
             async with asyncio.timeout(5):
                 while len(thread.parents) < len(tree):
                     await rec.settle()

@@ -245,7 +245,7 @@ async def test_every_started_task_completes_exactly_once_however_the_thread_ends
             elif how == "stop_session":
                 await oc.stop_session(T)
             else:
-                oc._core.server_exited("the OpenCode server exited (code -9)")
+                oc._registry.server_exited("the OpenCode server exited (code -9)")
         await rec.wait_for("session.exited") if how != "interrupt" else None
         await rec.close()
     started = [e.session_id for e in rec.of("task.started")]

@@ -21,7 +21,7 @@ from adapter import (
     TurnUsage,
     TurnUsageUpdated,
 )
-from adapter._types._usage import UsageFeed
+from adapter._turns._usage_meter import UsageFeed
 from adapter.testing.fake import Fail, FakeOpenCodeServer, Hang, Task, Text, Tool
 from tests.adapter_support import Recorder, start_scripted_turn
 

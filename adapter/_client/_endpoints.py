@@ -4,7 +4,7 @@ Why its own module: this is the client's surface, the endpoints grouped by what
 they touch (the server, sessions, messages and prompts, permission and question
 requests, the event stream). Each says what to ask (a :class:`~._calls.Call`) and
 how to read the answer; how a call is made, bounded and retried is
-:mod:`adapter._client._calls`, and ``GET /event`` is :mod:`adapter._client._event_stream`.
+:mod:`adapter._client._calls`, and ``GET /event`` is :mod:`adapter._client._sse_connection`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from .._exceptions import InvalidInputError, ProtocolError
 from ._base_url import checked_base_url, is_loopback
 from ._calls import Call, Caller
 from ._context_limits import ContextLimits
-from ._event_stream import open_event_stream
-from ._event_wire import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
 from ._inventory import (
     AgentInfo,
     CommandInfo,
@@ -38,8 +36,10 @@ from ._inventory import (
     read_inventory,
 )
 from ._mcp import McpServerStatus, checked_mcp_body, mcp_deadline, parse_added
-from ._models import Health, Message, PendingRequest, Session, SessionStatus
+from ._responses import Health, Message, PendingRequest, Session, SessionStatus
 from ._retry import RetryPolicy
+from ._sse_connection import open_event_stream
+from ._sse_payloads import DEFAULT_MAX_EVENT_BYTES, OnSkipped, RawEvent
 
 __all__ = ["OpenCodeClient", "PermissionReply", "RawEvent"]
 
@@ -570,7 +570,7 @@ class OpenCodeClient(AsyncClosing):
         """Open ``GET /event`` and yield an iterator of decoded events.
 
         A ``data:`` payload that is not an event object of strict JSON, or is nested
-        deeper than ``MAX_EVENT_DEPTH`` (:mod:`adapter._client._event_wire`), is skipped (a
+        deeper than ``MAX_EVENT_DEPTH`` (:mod:`adapter._client._sse_payloads`), is skipped (a
         hostile or broken server must not stop the stream): ``on_skipped`` gets its
         :class:`~adapter.NativeEventError`, by default a warning is logged. One
         larger than ``max_event_bytes`` raises :class:`ProtocolError`. The server

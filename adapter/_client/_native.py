@@ -37,7 +37,7 @@ import msgspec
 
 from .._base._ids import checked_id
 from .._exceptions import NativeEventError
-from ._models import MessageError, Part, SessionStatus
+from ._responses import MessageError, Part, SessionStatus
 
 __all__ = [
     "MAX_TODOS",

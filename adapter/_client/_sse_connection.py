@@ -17,7 +17,7 @@ import httpx_sse
 
 from .._exceptions import ProtocolError, RequestError
 from ._calls import status_error
-from ._event_wire import BoundedSSEStream, OnSkipped, RawEvent, decode_events
+from ._sse_payloads import BoundedSSEStream, OnSkipped, RawEvent, decode_events
 
 __all__ = ["open_event_stream"]
 

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .._client import OpenCodeClient
-from .._client._models import PendingRequest
 from .._client._native import (
     PermissionAsked,
     PermissionReplied,
@@ -29,10 +28,11 @@ from .._client._native import (
     QuestionReplied,
     parse_native,
 )
+from .._client._responses import PendingRequest
 from .._exceptions import NotFoundError, OpenCodeError, UnknownRequestError
 from .._logging import get_logger
 from .._stream._vocabulary import DECISION_FOR_REPLY, permission_reply_for
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._threads._thread_state import OpenRequest, ThreadState
 from .._types._events import (
     RequestOpened,
@@ -54,8 +54,8 @@ class RequestRouter(Protocol):
 
 
 class Requests:
-    def __init__(self, core: AdapterCore, router: RequestRouter) -> None:
-        self._core = core
+    def __init__(self, core: ThreadRegistry, router: RequestRouter) -> None:
+        self._registry = core
         self._router = router
 
     # -- from the stream ----------------------------------------------------------
@@ -63,7 +63,7 @@ class Requests:
     def opened(self, thread: ThreadState, event: PermissionAsked | QuestionAsked) -> None:
         request_id = event.request_id
         pending = thread.requests.pending
-        if request_id in pending or request_id in self._core.answered:
+        if request_id in pending or request_id in self._registry.answered:
             return  # a duplicate, one recovered already, or answered while recovering
         common = _announced(thread, event)
         opened: RequestOpened | UserInputRequested
@@ -83,23 +83,23 @@ class Requests:
                 _asking_call(event),
             )
         pending[request_id] = request
-        self._core.emit(opened)
+        self._registry.emit(opened)
 
     def resolved(
         self, thread: ThreadState, event: PermissionReplied | QuestionReplied | QuestionRejected
     ) -> None:
-        self._core.answered.add(event.request_id)
+        self._registry.answered.add(event.request_id)
         if thread.requests.pending.pop(event.request_id, None) is None:
             return
         common = _announced(thread, event)
         if isinstance(event, PermissionReplied):
             decision = DECISION_FOR_REPLY.get(event.reply, "decline") if event.reply else None
-            self._core.emit(RequestResolved(**common, decision=decision))
+            self._registry.emit(RequestResolved(**common, decision=decision))
         else:
             replied = isinstance(event, QuestionReplied)
             answers = event.answers if isinstance(event, QuestionReplied) else ()
             decision = "answered" if replied else "rejected"
-            self._core.emit(UserInputResolved(**common, decision=decision, answers=answers))
+            self._registry.emit(UserInputResolved(**common, decision=decision, answers=answers))
 
     @staticmethod
     def open_in(thread: ThreadState) -> list[RequestOpened | UserInputRequested]:
@@ -116,9 +116,9 @@ class Requests:
         pending = thread.requests.pending.pop(request_id, None)
         if pending is None:
             return None
-        self._core.answered.add(request_id)
+        self._registry.answered.add(request_id)
         event_type = RequestResolved if pending.kind == "permission" else UserInputResolved
-        self._core.emit(
+        self._registry.emit(
             event_type(
                 thread_id=thread.thread_id,
                 turn_id=turn_id,
@@ -193,7 +193,7 @@ class Requests:
         resolved ``cancelled`` too, unless its ``replied`` event came meanwhile. Not
         on a resume: there the stream was up, and a listing that races a reply would
         turn that reply into a cancellation for no reason."""
-        core = self._core
+        core = self._registry
         held_before = [
             (held, request_id)
             for held in (core.threads.values() if after_outage else ())

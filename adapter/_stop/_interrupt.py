@@ -38,12 +38,11 @@ from .._exceptions import (
 )
 from .._logging import get_logger
 from .._requests._pending import Requests
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._threads._session_owners import Ownership
 from .._threads._thread_state import OpenRequest, Stop, ThreadState
-from .._turns._lifecycle import TurnEnding
+from .._turns._lifecycle import Turn, TurnEnding
 from .._turns._running import Turns
-from .._turns._turn import Turn
 from .._types._partial_result import PartialResult
 from .._types._records import InterruptResult
 from .._types._stop_report import StopReport
@@ -60,9 +59,9 @@ _READ_BACK_EVERY = 0.25
 
 class Interrupts:
     def __init__(
-        self, core: AdapterCore, ownership: Ownership, requests: Requests, turns: Turns
+        self, core: ThreadRegistry, ownership: Ownership, requests: Requests, turns: Turns
     ) -> None:
-        self._core = core
+        self._registry = core
         self._ownership = ownership
         self._requests = requests
         self._turns = turns
@@ -84,7 +83,7 @@ class Interrupts:
         stop = Stop(turn=active, future=asyncio.get_running_loop().create_future())
         thread.interrupts.stop = stop
         thread.lifecycle.begin_stop()
-        self._core.tasks.spawn(self._run(thread, stop), name=f"stop:{thread.thread_id}")
+        self._registry.tasks.spawn(self._run(thread, stop), name=f"stop:{thread.thread_id}")
         return await asyncio.shield(stop.future)
 
     async def _run(self, thread: ThreadState, stop: Stop) -> None:
@@ -145,7 +144,7 @@ class Interrupts:
         stop.future.set_result(result)
 
     async def _stop_tree_of(self, thread: ThreadState, stop: Stop) -> InterruptResult:
-        core = self._core
+        core = self._registry
         timeouts = core.timeouts
         await _withdraw_submission(thread, timeouts.abort)
 
@@ -205,7 +204,7 @@ class Interrupts:
     ) -> PartialResult:
         if turn is None:
             return PartialResult.empty(thread.session_id, None)
-        core = self._core
+        core = self._registry
         collector = turn.collector
         # The turn's own sessions: the root, and those born during this turn. Finished
         # subagents of earlier turns are stopped too, but hold nothing of this turn.
@@ -269,7 +268,7 @@ class Interrupts:
         if pending is None:
             pending = asyncio.get_running_loop().create_future()
             thread.interrupts.subagent_stops[session_id] = pending
-            self._core.tasks.spawn(
+            self._registry.tasks.spawn(
                 self._stop_subagent(thread, session_id, pending), name=f"stop:{session_id}"
             )
         return await asyncio.shield(pending)
@@ -277,7 +276,7 @@ class Interrupts:
     async def _stop_subagent(
         self, thread: ThreadState, session_id: str, done: asyncio.Future[StopReport]
     ) -> None:
-        core = self._core
+        core = self._registry
         try:
             report = await stop_tree(
                 thread.client,
@@ -332,12 +331,12 @@ class Interrupts:
         withdrawn: list[OpenRequest] = []
         try:
             if detach:
-                await _let_submission_land(thread, self._core.timeouts.teardown)
+                await _let_submission_land(thread, self._registry.timeouts.teardown)
             else:
-                await _withdraw_submission(thread, self._core.timeouts.teardown)
+                await _withdraw_submission(thread, self._registry.timeouts.teardown)
             if thread.interrupts.stop is not None:
                 await asyncio.wait([thread.interrupts.stop.future])
-            if not self._core.server_dead and not detach:
+            if not self._registry.server_dead and not detach:
                 await self._teardown(thread)
         finally:
             if detach:
@@ -352,16 +351,16 @@ class Interrupts:
                     if r is not None
                 ]
             thread.scope.cancel()
-            self._core.forget(thread)
+            self._registry.forget(thread)
             thread.lifecycle.closed(reason)
             thread.finished.set()
-        if withdrawn and not self._core.server_dead:
+        if withdrawn and not self._registry.server_dead:
             await self._requests.reject_on_server(
-                thread.client, withdrawn, self._core.timeouts.teardown
+                thread.client, withdrawn, self._registry.timeouts.teardown
             )
 
     async def _teardown(self, thread: ThreadState) -> None:
-        teardown = self._core.timeouts.teardown
+        teardown = self._registry.timeouts.teardown
 
         async def root_abort() -> None:
             try:
@@ -374,8 +373,8 @@ class Interrupts:
             await stop_tree(
                 thread.client,
                 thread.session_id,
-                concurrency=self._core.limits.stop_concurrency,
-                max_sessions=self._core.limits.max_tree_sessions,
+                concurrency=self._registry.limits.stop_concurrency,
+                max_sessions=self._registry.limits.max_tree_sessions,
                 timeout=2 * teardown,
                 verify=False,
                 root_abort=root_abort,

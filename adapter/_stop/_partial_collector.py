@@ -36,7 +36,6 @@ import msgspec
 
 from .._base._ids import is_session_id, validate_id
 from .._base._unicode import well_formed, well_formed_data
-from .._client._models import Message, Part, ToolState
 from .._client._native import (
     MessageUpdated,
     NativeEvent,
@@ -45,8 +44,10 @@ from .._client._native import (
     SessionCreated,
     parse_native,
 )
+from .._client._responses import Message, Part, ToolState
 from .._exceptions import InvalidInputError, NativeEventError
 from .._logging import get_logger
+from .._turns._usage_meter import ContextLimit, UsageMeter
 from .._types._partial_result import (
     DEFAULT_MAX_OUTPUT,
     CallStatus,
@@ -54,7 +55,7 @@ from .._types._partial_result import (
     SessionPartial,
     ToolCallResult,
 )
-from .._types._usage import ContextLimit, TurnUsage, UsageMeter
+from .._types._usage import TurnUsage
 from ._truncation import Slot, bound_input, cut_utf8, join_bounded, pop_high_half, utf8
 
 __all__ = ["BASH_ABORT_MARKER", "PartialCollector"]

@@ -45,7 +45,7 @@ from .._types._stop_report import Outcome, SessionStop, Step, StopReport
 
 if TYPE_CHECKING:
     from .._client import OpenCodeClient
-    from .._client._models import Session
+    from .._client._responses import Session
 
 __all__ = ["SessionStop", "StopReport", "stop_tree"]
 

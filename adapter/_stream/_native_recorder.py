@@ -48,11 +48,11 @@ import msgspec
 
 from .._base._closing import Closing
 from .._base._jsonable import field_values
-from .._client._event_wire import decode_json
 from .._client._native import NativeEvent
+from .._client._sse_payloads import decode_json
 from .._exceptions import InvalidInputError
 from .._logging import get_logger
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._types._events import RuntimeWarningEvent
 
 __all__ = [
@@ -70,7 +70,7 @@ __all__ = [
 _log = get_logger("adapter.recorder")
 
 #: The default bound of the recorder's queue, in bytes of JSON (4 of OpenCode's
-#: largest events: :data:`adapter._client._event_wire.DEFAULT_MAX_EVENT_BYTES` is 4 MiB).
+#: largest events: :data:`adapter._client._sse_payloads.DEFAULT_MAX_EVENT_BYTES` is 4 MiB).
 DEFAULT_RECORDER_BYTES = 16 * 1024 * 1024
 #: Seconds between two log lines about a recorder that keeps failing, or falls behind.
 FAILURE_REPORT_INTERVAL = 10.0
@@ -170,10 +170,10 @@ class _Redactor:
 class NativeRecording:
     """The adapter's side of a recorder: the bounded queue and the task that drains it."""
 
-    def __init__(self, core: AdapterCore, recorder: NativeRecorder, *, max_bytes: int) -> None:
+    def __init__(self, core: ThreadRegistry, recorder: NativeRecorder, *, max_bytes: int) -> None:
         if not callable(recorder):
             raise InvalidInputError(f"native_recorder must be callable, got {recorder!r:.40}")
-        self._core = core
+        self._registry = core
         self._recorder = recorder
         self._max_bytes = max_bytes
         self._redact = _Redactor(core.password)
@@ -196,7 +196,7 @@ class NativeRecording:
         it is translated, so an event whose translation fails is recorded too, or right
         after, when translating it made its session a thread's (a child's
         ``session.created``, a request of a child found by its ancestry)."""
-        owner = self._core.owner
+        owner = self._registry.owner
 
         def on_event(event: NativeEvent) -> None:
             sid = event.session_id
@@ -239,7 +239,7 @@ class NativeRecording:
             self._put(NativeRecordGap(thread_id, gap[0], gap[1]), _OVERHEAD)
         self._put(NativeRecord(thread_id, session_id, received_at, event), size)
         if self._task is None:
-            self._task = self._core.tasks.spawn(self._drain(), name="native-recorder")
+            self._task = self._registry.tasks.spawn(self._drain(), name="native-recorder")
 
     def _put(self, item: NativeRecord | NativeRecordGap, size: int) -> None:
         self._queue.append((item, size))
@@ -277,9 +277,9 @@ class NativeRecording:
                 error_type=type(exc).__name__,
                 traceback="".join(traceback.format_exception(exc)),
             )
-            thread = self._core.threads.get(item.thread_id or "")
+            thread = self._registry.threads.get(item.thread_id or "")
             if thread is not None:
-                self._core.emit(
+                self._registry.emit(
                     RuntimeWarningEvent(
                         thread_id=thread.thread_id,
                         turn_id=thread.lifecycle.turn_id,
@@ -308,12 +308,12 @@ class NativeRecording:
         self._gaps.clear()
         task = self._task
         if task is None and self._queue:
-            task = self._task = self._core.tasks.spawn(self._drain(), name="native-recorder")
+            task = self._task = self._registry.tasks.spawn(self._drain(), name="native-recorder")
         if task is None:
             return
         self._ready.set()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._core.timeouts.teardown):
+            async with asyncio.timeout(self._registry.timeouts.teardown):
                 await asyncio.shield(task)
         if not task.done():
             _log.warning("adapter.recorder_abandoned", queued=len(self._queue))

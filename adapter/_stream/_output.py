@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._client._models import Message, Part
 from .._client._native import NativeEvent, PartDelta, PartUpdated
+from .._client._responses import Message, Part
 from .._logging import get_logger
 from .._requests._pending import Requests
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._threads._session_owners import Ownership
 from .._threads._thread_state import ThreadState
-from .._turns._turn import Turn
+from .._turns._lifecycle import Turn
 from .._types._events import ContentDelta, ItemCompleted, ItemStarted, ItemUpdated
 from ._seen_text import SeenText
 from ._vocabulary import item_type_for_tool
@@ -36,8 +36,8 @@ _log = get_logger("adapter.translate")
 class Output:
     """The translation of a thread's output parts, live or stored."""
 
-    def __init__(self, core: AdapterCore, ownership: Ownership, requests: Requests) -> None:
-        self._core = core
+    def __init__(self, core: ThreadRegistry, ownership: Ownership, requests: Requests) -> None:
+        self._registry = core
         self._ownership = ownership
         self._requests = requests
 
@@ -154,7 +154,7 @@ class Output:
         delta: str,
         event: NativeEvent | None,
     ) -> None:
-        self._core.emit(
+        self._registry.emit(
             ContentDelta(
                 thread_id=thread.thread_id,
                 turn_id=turn.turn_id,
@@ -189,13 +189,13 @@ class Output:
         }
         if status in ("completed", "error"):
             if previous is None:
-                self._core.emit(ItemStarted(**common, status="running", detail=None))
+                self._registry.emit(ItemStarted(**common, status="running", detail=None))
             detail = state.output if status == "completed" else state.error
-            self._core.emit(ItemCompleted(**common, status=status, detail=detail))
+            self._registry.emit(ItemCompleted(**common, status=status, detail=detail))
         elif previous is None:
-            self._core.emit(ItemStarted(**common, status=status, detail=state.error))
+            self._registry.emit(ItemStarted(**common, status=status, detail=state.error))
         else:
-            self._core.emit(ItemUpdated(**common, status=status, detail=state.error))
+            self._registry.emit(ItemUpdated(**common, status=status, detail=state.error))
 
     def replay(self, thread: ThreadState, turn: Turn, messages: Sequence[Message]) -> None:
         """Emit what stored messages hold of the turn that was never emitted (events

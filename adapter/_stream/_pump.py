@@ -10,7 +10,7 @@ interface this module owns (the adapter implements it above, in
 
 It never dies while it should run:
 
-* A native event that cannot be read (:mod:`adapter._client._event_wire`: not strict
+* A native event that cannot be read (:mod:`adapter._client._sse_payloads`: not strict
   JSON, not an event object, nested too deep), parsed (:func:`parse_native`) or
   translated (``handle`` raised) is skipped and counted in :attr:`bad_events`.
   ``skipped`` hears of it at most once per type per
@@ -50,9 +50,9 @@ import httpx
 
 from .._base._unicode import well_formed
 from .._client import OpenCodeClient
-from .._client._event_wire import RawEvent
 from .._client._native import NativeEvent, parse_native
 from .._client._retry import RECONNECT_BACKOFF
+from .._client._sse_payloads import RawEvent
 from .._exceptions import NativeEventError, ProtocolError, RequestError
 from .._logging import get_logger
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .._client import OpenCodeClient
 from .._client._native import NativeEvent
 from .._requests._pending import Requests
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._turns._lifecycle import SERVER_UNREACHABLE, TurnEnding
 from .._turns._running import Turns
 from .._types._events import RuntimeWarningEvent
@@ -33,7 +33,7 @@ UNREACHABLE_ERROR = SERVER_UNREACHABLE
 class PumpSink:
     """The :class:`~adapter._stream._pump.StreamSink` of one directory's pump."""
 
-    core: AdapterCore
+    core: ThreadRegistry
     directory: str | None
     client: OpenCodeClient
     #: The translation (or the native recorder in front of it), called as it is.

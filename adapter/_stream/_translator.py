@@ -16,7 +16,6 @@ Nothing here awaits: the state read and written for one event is consistent.
 
 from __future__ import annotations
 
-from .._client._models import Part
 from .._client._native import (
     MessageUpdated,
     NativeEvent,
@@ -35,8 +34,9 @@ from .._client._native import (
     SessionUpdated,
     TodoUpdated,
 )
+from .._client._responses import Part
 from .._requests._pending import Requests
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._threads._session_owners import Ownership
 from .._threads._thread_state import ThreadState
 from .._turns._background import delivered_result, started_child
@@ -58,13 +58,13 @@ __all__ = ["Translator"]
 class Translator:
     def __init__(
         self,
-        core: AdapterCore,
+        core: ThreadRegistry,
         ownership: Ownership,
         requests: Requests,
         turns: Turns,
         output: Output,
     ) -> None:
-        self._core = core
+        self._registry = core
         self._ownership = ownership
         self._requests = requests
         self._turns = turns
@@ -76,7 +76,7 @@ class Translator:
         sid = event.session_id
         if sid is None:
             return  # server.connected, heartbeats, session-less errors
-        thread = self._core.owner.get(sid)
+        thread = self._registry.owner.get(sid)
         if thread is None:
             self._unowned(event)
             return
@@ -99,7 +99,7 @@ class Translator:
                     thread.compactions.summary_message(event.message_id, event.parent_id)
                 self._turns.root_message(thread, event)
                 if event.role == "user":
-                    turn_diff(self._core, thread, event)
+                    turn_diff(self._registry, thread, event)
             if turn is not None and (event.finish is not None or event.error is not None):
                 thread.lifecycle.usage_changed(turn)  # a step finished: its tokens and cost
         elif type(event) is SessionStatusChanged:
@@ -155,7 +155,7 @@ class Translator:
         match event:
             case SessionCreated() | SessionUpdated():
                 parent = event.parent_id
-                owner = self._core.owner.get(parent) if parent is not None else None
+                owner = self._registry.owner.get(parent) if parent is not None else None
                 if owner is not None:
                     self._ownership.adopt(
                         owner, event.session_id, parent, title=event.title, raw=event
@@ -178,7 +178,7 @@ class Translator:
         in_turn = turn is not None and (
             request is None or thread.ledger.turn_of(request) == turn.turn_id
         )
-        self._core.emit(
+        self._registry.emit(
             ThreadCompacted(
                 thread_id=thread.thread_id,
                 turn_id=turn.turn_id if in_turn and turn is not None else None,
@@ -194,7 +194,7 @@ class Translator:
         """The root's ``todo.updated``: the whole list, as the turn's plan."""
         if thread.closing:
             return
-        self._core.emit(
+        self._registry.emit(
             TurnPlanUpdated(
                 thread_id=thread.thread_id,
                 turn_id=thread.lifecycle.turn_id,
@@ -207,7 +207,7 @@ class Translator:
         title = event.title
         if title and not is_placeholder_title(title) and title != thread.title:
             thread.title = title
-            self._core.emit(
+            self._registry.emit(
                 ThreadMetadataUpdated(
                     thread_id=thread.thread_id,
                     turn_id=thread.lifecycle.turn_id,
@@ -222,7 +222,7 @@ class Translator:
         message = (error.message if error is not None else None) or name
         if thread.turn is None and name != "MessageAbortedError" and thread.interrupts.stop is None:
             # An error outside any turn (a late failure, a server-side problem).
-            self._core.emit(
+            self._registry.emit(
                 RuntimeErrorEvent(
                     thread_id=thread.thread_id, message=message, error_name=name, raw=event.raw
                 )

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._client._native import MessageUpdated
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._threads._thread_state import ThreadState
 from .._types._events import FileDiff, TurnDiffUpdated
 
@@ -134,7 +134,7 @@ def _union(prompts: Iterable[tuple[tuple[FileDiff, ...], int]]) -> tuple[tuple[F
     return _bounded([merged[path] for path in sorted(merged)], omitted)
 
 
-def turn_diff(core: AdapterCore, thread: ThreadState, event: MessageUpdated) -> None:
+def turn_diff(core: ThreadRegistry, thread: ThreadState, event: MessageUpdated) -> None:
     """A root message changed: if it is a turn's prompt whose diff changed, send it."""
     if event.role != "user":
         return
@@ -144,7 +144,7 @@ def turn_diff(core: AdapterCore, thread: ThreadState, event: MessageUpdated) -> 
 
 
 def prompt_diff(
-    core: AdapterCore, thread: ThreadState, message_id: str, info: Mapping[str, Any]
+    core: ThreadRegistry, thread: ThreadState, message_id: str, info: Mapping[str, Any]
 ) -> None:
     """A root user message ``info``, live or read back from the stored messages after an
     outage: if it is a turn's prompt whose diff changed from what was sent, send it."""

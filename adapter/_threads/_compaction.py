@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._client import OpenCodeClient
-from .._client._models import Message
+from .._client._responses import Message
 from .._exceptions import InvalidInputError
 
 __all__ = [

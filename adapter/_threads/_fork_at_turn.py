@@ -3,7 +3,7 @@
 Why its own module: a host offers "branch from here" on a turn of a conversation
 (Codex forks a thread, Claude's SDK resumes at a message): the adapter must find where
 that turn starts in the stored messages, counted as ``rollback_thread`` counts turns
-(:func:`~._stored_turns.turn_starts`: steers and server continuations belong to their
+(:func:`~._turn_boundaries.turn_starts`: steers and server continuations belong to their
 turn), and must not bring back what a rollback reverted. The facade then binds the fork
 to a new thread the way ``start_session(resume=...)`` binds any session.
 
@@ -29,11 +29,11 @@ from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING
 
 from .._exceptions import InvalidInputError, OpenCodeError
-from ._stored_turns import turn_starts, unreverted
+from ._turn_boundaries import turn_starts, unreverted
 
 if TYPE_CHECKING:
     from .._client import OpenCodeClient
-    from .._client._models import Message, Session
+    from .._client._responses import Message, Session
 
 __all__ = [
     "check_free",

@@ -12,8 +12,8 @@ from __future__ import annotations
 from .._exceptions import InvalidInputError
 from .._types._records import ThreadHistory
 from ._session_tree import SessionTree, build_tree
-from ._stored_turns import turn_starts, unreverted
 from ._thread_state import ThreadState
+from ._turn_boundaries import turn_starts, unreverted
 
 __all__ = ["live_tree", "read_history", "roll_back"]
 

@@ -1,8 +1,9 @@
-"""The adapter's shared core: what every part of it reads, and nothing else.
+"""The thread registry: the adapter's threads, and what every part of it reads.
 
-The thread registry, the session -> thread map, the clients per directory,
-the canonical event fan-out, the owner of every background task, the
-settings. Every concept module (:mod:`adapter._stream._pump`,
+The threads by id and who waits for one (:class:`ThreadTable`), and the registry
+(:class:`ThreadRegistry`): the session -> thread map, the clients per directory, the
+canonical event fan-out, the owner of every background task, the settings. Every
+concept module (:mod:`adapter._stream._pump`,
 :mod:`adapter._threads._session_owners`, :mod:`adapter._requests._pending`,
 :mod:`adapter._turns._running`, :mod:`adapter._stream._translator`,
 :mod:`adapter._stop._interrupt`) imports this module; it imports none of them.
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from .._base._tasks import TaskOwner
+from .._base._bounded_set import BoundedSet
+from .._base._task_owner import TaskOwner
 from .._client import OpenCodeClient
 from .._exceptions import (
     AdapterClosedError,
@@ -27,46 +28,14 @@ from .._exceptions import (
 )
 from .._logging import get_logger
 from .._stream._hub import EventHub
-from .._stream._replay_window import DEFAULT_HISTORY_BYTES, DEFAULT_HISTORY_LIMIT
 from .._timeouts import Timeouts
 from .._types._events import Event, RuntimeErrorEvent
+from ._limits import Limits
 from ._thread_state import ThreadState
 
-__all__ = ["AdapterCore", "BoundedSet", "Limits", "ThreadTable"]
+__all__ = ["ThreadRegistry", "ThreadTable"]
 
 _log = get_logger("adapter")
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    stop_concurrency: int = 8
-    max_output_bytes: int = 64 * 1024
-    max_tree_sessions: int = 10_000
-    eager_root_listing: bool = False
-    event_history: int = DEFAULT_HISTORY_LIMIT
-    event_history_bytes: int = DEFAULT_HISTORY_BYTES
-
-
-class BoundedSet:
-    """A set that forgets its oldest members past ``capacity`` (caches of ids)."""
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self._capacity = capacity
-        self._items: dict[str, None] = {}
-
-    def add(self, item: str) -> None:
-        self._items[item] = None
-        if len(self._items) > self._capacity:
-            self._items.pop(next(iter(self._items)))
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def clear(self) -> None:
-        self._items.clear()
 
 
 class ThreadTable(dict[str, ThreadState]):
@@ -106,7 +75,14 @@ class ThreadTable(dict[str, ThreadState]):
         return waiter.result() if waiter.done() and not waiter.cancelled() else None
 
 
-class AdapterCore:
+class ThreadRegistry:
+    """The threads of one adapter, the session -> thread map, and what every concept shares.
+
+    It owns registration: a thread enters through :meth:`register` and leaves through
+    :meth:`forget`; a session of a thread's tree is mapped through :meth:`own`. The
+    rest (the clients per directory, the event hub, the task owner, the settings) is
+    read by every concept module and changed by none."""
+
     def __init__(
         self,
         *,
@@ -167,6 +143,17 @@ class AdapterCore:
 
     def threads_in(self, directory: str | None) -> list[ThreadState]:
         return [t for t in self.threads.values() if t.directory == directory]
+
+    def register(self, thread: ThreadState) -> None:
+        """Add a thread (its root session mapped to it); a new root can make sessions
+        that were strangers ours, so that cache starts over."""
+        self.threads[thread.thread_id] = thread
+        self.owner[thread.session_id] = thread
+        self.strangers.clear()
+
+    def own(self, session_id: str, thread: ThreadState) -> None:
+        """Map a session of ``thread``'s tree to it."""
+        self.owner[session_id] = thread
 
     def forget(self, thread: ThreadState) -> None:
         """Drop a thread from the registry and its sessions from the owner map."""

@@ -30,11 +30,11 @@ from .._exceptions import (
     RequestError,
 )
 from .._server._directories import normalise_directory
-from ._fork import copy_permission_rules, discard_fork
+from ._fork_at_turn import copy_permission_rules, discard_fork
 
 if TYPE_CHECKING:
     from .._client import OpenCodeClient
-    from .._client._models import Session
+    from .._client._responses import Session
 
 __all__ = [
     "Cursor",

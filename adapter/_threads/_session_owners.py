@@ -34,7 +34,7 @@ from .._client._native import (
 from .._exceptions import OpenCodeError
 from .._logging import get_logger
 from .._types._events import ChildStarted, RuntimeWarningEvent
-from ._registry import AdapterCore
+from ._registry import ThreadRegistry
 from ._thread_state import ThreadState
 
 __all__ = ["Ownership"]
@@ -54,8 +54,8 @@ class _Lookup:
 
 
 class Ownership:
-    def __init__(self, core: AdapterCore) -> None:
-        self._core = core
+    def __init__(self, core: ThreadRegistry) -> None:
+        self._registry = core
         #: Requests whose thread a lookup found, to be translated as that thread's.
         self.routed: asyncio.Queue[PermissionAsked | QuestionAsked] = asyncio.Queue()
         #: The lookups in flight (or waiting for a permit), per session.
@@ -79,11 +79,11 @@ class Ownership:
         thread.tree.parents[session_id] = parent_id
         if title:
             thread.tree.titles[session_id] = title
-        self._core.owner[session_id] = thread
+        self._registry.own(session_id, thread)
         if turn is not None:
             turn.collector.add_session(session_id, parent_id)
         if parent_id is not None:
-            self._core.emit(
+            self._registry.emit(
                 ChildStarted(
                     thread_id=thread.thread_id,
                     turn_id=turn.turn_id if turn else None,
@@ -101,7 +101,7 @@ class Ownership:
         wait for it), a cache of strangers, at most two lookups at once, so a flood
         of foreign events cannot crowd out the Stop button's requests."""
         session_id = event.session_id
-        core = self._core
+        core = self._registry
         if session_id in core.strangers or core.closed or event.request_id in core.answered:
             return  # a stranger's, or answered already (elsewhere): nothing to announce
         running = self._lookups.get(session_id)
@@ -125,9 +125,9 @@ class Ownership:
         A known stranger's answers are not remembered: they would only crowd the
         bounded memory."""
         session_id = event.session_id
-        if session_id in self._core.strangers:
+        if session_id in self._registry.strangers:
             return
-        self._core.answered.add(event.request_id)
+        self._registry.answered.add(event.request_id)
         lookup = self._lookups.get(session_id)
         if lookup is None:
             return
@@ -142,14 +142,14 @@ class Ownership:
             del self._lookups[session_id]
 
     async def _route(self, session_id: str, lookup: _Lookup) -> None:
-        core = self._core
+        core = self._registry
         client = next(iter(core.clients.values()), None)
         if client is None:
             self._forget(session_id, lookup)
             return
         chain: list[tuple[str, str | None]] = []
         current: str | None = session_id
-        delay = self._core.timeouts.owner_lookup_retry
+        delay = self._registry.timeouts.owner_lookup_retry
         async with self._permits:
             for _ in range(_MAX_DEPTH):
                 if current is None or current in core.owner or current in core.strangers:
@@ -190,10 +190,10 @@ class Ownership:
     def _unroutable(self, event: PermissionAsked | QuestionAsked, error: str) -> None:
         """Never drop a request silently: every thread that could own it hears of it."""
         kind = "permission" if isinstance(event, PermissionAsked) else "question"
-        threads = [t for t in self._core.threads.values() if not t.closing]
+        threads = [t for t in self._registry.threads.values() if not t.closing]
         running = [t for t in threads if t.turn is not None]
         for thread in running or threads:
-            self._core.emit(
+            self._registry.emit(
                 RuntimeWarningEvent(
                     thread_id=thread.thread_id,
                     turn_id=thread.lifecycle.turn_id,

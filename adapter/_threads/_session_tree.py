@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._base._jsonable import field_values
-from .._client._models import SessionStatus
+from .._client._responses import SessionStatus
 from .._types._by_session import BySession
 
 __all__ = ["SessionTree", "TreeNode", "build_tree"]

@@ -62,7 +62,6 @@ from dataclasses import dataclass, field
 
 from .._base._ids import is_session_id
 from .._base._unicode import well_formed
-from .._client._models import Part
 from .._client._native import (
     MessageUpdated,
     NativeEvent,
@@ -72,6 +71,7 @@ from .._client._native import (
     SessionIdle,
     SessionStatusChanged,
 )
+from .._client._responses import Part
 from .._types._events import (
     Event,
     RetryStatus,

@@ -25,16 +25,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._base._tasks import TaskScope
-from .._turns._lifecycle import Lifecycle
+from .._base._task_owner import TaskScope
+from .._turns._lifecycle import Lifecycle, Turn
 from .._turns._message_turns import MessageLedger
-from .._turns._turn import Turn
 from .._types._events import FileDiff, RequestOpened, UserInputRequested
 from .._types._permissions import PermissionRule
 from .._types._records import InterruptResult, SessionInfo
 from .._types._stop_report import StopReport
 from ._compaction import CompactionLedger
-from ._resume import cursor_of
+from ._resume_cursors import cursor_of
 from ._subagent_tasks import SubagentTasks
 
 if TYPE_CHECKING:

@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .._client._models import Message, MessageInfo, Part
+from .._client._responses import Message, MessageInfo, Part
 
 __all__ = ["is_server_written", "turn_starts", "unreverted"]
 

@@ -15,9 +15,9 @@ When a run is adopted:
   run does not belong to a turn this adapter already knows (a late step of a stopped
   turn is no new run).
 
-The run's first user message names the turn (:func:`~adapter._turns._turn.turn_id_for`),
+The run's first user message names the turn (:func:`~adapter._turns._lifecycle.turn_id_for`),
 as in the process that sent it: the last turn start of the stored history
-(:func:`~adapter._threads._stored_turns.turn_starts`). ``turn.started`` carries
+(:func:`~adapter._threads._turn_boundaries.turn_starts`). ``turn.started`` carries
 ``origin="adopted"``. The run's output from its start is read back from the stored
 messages (the root's, then its tree's breadth-first: each child named by a ``task`` call
 of the run, working now, or created since the run began) and emitted through the same
@@ -35,19 +35,17 @@ import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TypeVar
 
-from .._client._models import Message, MessageInfo, Session, SessionStatus
+from .._client._responses import Message, MessageInfo, Session, SessionStatus
 from .._exceptions import OpenCodeError
 from .._logging import get_logger
 from .._stream._output import Output
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._threads._session_owners import Ownership
-from .._threads._stored_turns import turn_starts
 from .._threads._thread_state import ThreadState
-from .._turns._phases import ThreadPhase
+from .._threads._turn_boundaries import turn_starts
 from .._types._events import RuntimeWarningEvent
-from ._lifecycle import SERVER_UNREACHABLE
+from ._lifecycle import SERVER_UNREACHABLE, ThreadPhase, Turn
 from ._settling import Settling
-from ._turn import Turn
 
 __all__ = ["Adoption"]
 
@@ -68,7 +66,7 @@ _FIRST_WINDOW = 64
 class Adoption(Settling):
     """Adopting runs this adapter did not send, at attach and live."""
 
-    def __init__(self, core: AdapterCore, output: Output, ownership: Ownership) -> None:
+    def __init__(self, core: ThreadRegistry, output: Output, ownership: Ownership) -> None:
         super().__init__(core, output)
         self._ownership = ownership
         #: Threads whose "busy without a turn" is being looked into (one look at a time).
@@ -105,7 +103,8 @@ class Adoption(Settling):
         unknown = [
             sid
             for sid in busy
-            if self._core.owner.get(sid, thread) is thread and sid not in self._core.strangers
+            if self._registry.owner.get(sid, thread) is thread
+            and sid not in self._registry.strangers
         ]
         for sid in unknown[:_MAX_BUSY_LOOKUPS]:
             current: str | None = sid
@@ -272,7 +271,7 @@ class Adoption(Settling):
             thread.ledger.claim_run(messages, turn.turn_id, start)
         self.absorb_stored(thread, turn, messages)
         frontier = [thread.session_id]
-        permits = asyncio.Semaphore(self._core.limits.stop_concurrency)
+        permits = asyncio.Semaphore(self._registry.limits.stop_concurrency)
 
         async def bounded(call: Awaitable[_T], what: str) -> _T | None:
             async with permits:
@@ -335,7 +334,7 @@ class Adoption(Settling):
         read = self._status_reads.get(key)
         if read is None:
             what = "GET /session/status"
-            read = self._core.tasks.spawn(
+            read = self._registry.tasks.spawn(
                 self._read(thread, thread.client.status(), what), name="adoption-status"
             )
             self._status_reads[key] = read
@@ -350,11 +349,11 @@ class Adoption(Settling):
         """One read of the server, bounded by ``Timeouts.request``; a failure is told
         to the host as a ``runtime.warning`` (the turn goes on with the live events)."""
         try:
-            async with asyncio.timeout(self._core.timeouts.request):
+            async with asyncio.timeout(self._registry.timeouts.request):
                 return await call
         except (OpenCodeError, TimeoutError) as exc:
             _log.warning("adapter.adoption_read_failed", thread_id=thread.thread_id, what=what)
-            self._core.emit(
+            self._registry.emit(
                 RuntimeWarningEvent(
                     thread_id=thread.thread_id,
                     turn_id=thread.lifecycle.turn_id,

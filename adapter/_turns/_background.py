@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._client._models import Part
+from .._client._responses import Part
 
 __all__ = ["BackgroundTasks", "delivered_result", "started_child"]
 

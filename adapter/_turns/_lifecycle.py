@@ -1,13 +1,29 @@
-"""The thread's lifecycle: the one place that moves a thread or a turn from phase to phase.
+"""A turn and the thread's lifecycle: the phases, a turn's record, and what moves them.
 
-Every change of a thread's phase, of its active turn, and of a turn's phase
-goes through :class:`Lifecycle`, which checks the move against the tables of
-:mod:`adapter._turns._phases` and emits what the move means to the host
-(``session.started``, ``turn.started``, ``turn.completed``, ``turn.aborted``,
-``turn.retrying``, ``session.exited``). So a turn ends exactly once (a second
-ending is refused, not emitted), ``SessionInfo.status`` is the phase itself,
-and a turn's tasks are cancelled the moment it ends (its :class:`TaskScope`),
-instead of finding out afterwards that they are stale.
+Why one module: a thread's phase, its active turn and a turn's phase change together, so
+their tables, the record they describe and the code that moves them are read together.
+
+* **The phases** (:class:`ThreadPhase`, :class:`TurnPhase`) and the moves allowed between
+  them (:data:`THREAD_TRANSITIONS`, :data:`TURN_TRANSITIONS`, :data:`TURN_STARTS`). A
+  thread's life (connecting, ready, running a turn, being stopped, being closed) used to
+  be about twenty booleans, events and generation counters, and a turn could end in three
+  places; here each is one enum, and these tables say which moves are legal. The diagrams
+  in ``docs/interrupt.md`` are these tables (a test compares them).
+* **One turn** (:class:`Turn`): its prompts, what the server ran for it, and what was
+  emitted. A turn is everything the server runs for the prompts a host sent while it was
+  active: the first prompt, steers sent during it, a follow-up that the server started as
+  a second run because it arrived as the first run went idle, and the runs the server
+  starts by itself (the continuation after an automatic compaction). The turn is over
+  when every prompt was echoed, the newest user message of the root session (ours or the
+  server's) has its answer (or the run failed), and ``/session/status`` confirms the root
+  is idle.
+* **The moves** (:class:`Lifecycle`): every change of a thread's phase, of its active
+  turn, and of a turn's phase goes through it, which checks the move against the tables
+  and emits what the move means to the host (``session.started``, ``turn.started``,
+  ``turn.completed``, ``turn.aborted``, ``turn.retrying``, ``session.exited``). So a turn
+  ends exactly once (a second ending is refused, not emitted), ``SessionInfo.status`` is
+  the phase itself, and a turn's tasks are cancelled the moment it ends (its
+  :class:`TaskScope`), instead of finding out afterwards that they are stale.
 
 An illegal move is a bug of the adapter, not of the server: it raises
 :class:`LifecycleError` (logged by the caller's guard), never a silent fix-up.
@@ -15,11 +31,16 @@ An illegal move is a bug of the adapter, not of the server: it raises
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
+from .._base._task_owner import TaskScope
 from .._logging import get_logger
+from .._stop._partial_collector import PartialCollector
+from .._stream._seen_text import SeenText
 from .._threads._subagent_tasks import SubagentTasks
 from .._types._events import (
     Event,
@@ -40,11 +61,201 @@ from .._types._events import (
 )
 from .._types._partial_result import PartialResult
 from .._types._stop_report import StopReport
-from .._types._usage import TurnUsage, UsageFeed
-from ._phases import THREAD_TRANSITIONS, TURN_TRANSITIONS, ThreadPhase, TurnPhase
-from ._turn import Turn
+from .._types._usage import TurnUsage
+from ._background import BackgroundTasks
+from ._usage_meter import UsageFeed
 
-__all__ = ["SERVER_UNREACHABLE", "Lifecycle", "LifecycleError", "TurnEnding"]
+__all__ = [
+    "SERVER_UNREACHABLE",
+    "THREAD_TRANSITIONS",
+    "TURN_STARTS",
+    "TURN_TRANSITIONS",
+    "Lifecycle",
+    "LifecycleError",
+    "ThreadPhase",
+    "Turn",
+    "TurnEnding",
+    "TurnOrigin",
+    "TurnPhase",
+    "turn_id_for",
+]
+
+
+class ThreadPhase(StrEnum):
+    """A thread's phase; its value is ``SessionInfo.status``."""
+
+    CONNECTING = "connecting"  # bound to a session, waiting for the event stream
+    READY = "ready"  # no turn running
+    RUNNING = "running"  # a turn is active
+    STOPPING = "stopping"  # an interrupt is stopping the tree
+    CLOSING = "closing"  # stop_session / close: tearing the thread down
+    STOPPED = "stopped"  # gone; session.exited was emitted (if it had started)
+
+
+class TurnPhase(StrEnum):
+    """Where a turn is between its first prompt and its end."""
+
+    AWAITING_ECHO = "awaiting_echo"  # a prompt of the turn is not echoed by the server yet
+    STREAMING = "streaming"  # every prompt echoed; the server is running the turn
+    SETTLING = "settling"  # the root went idle; confirming with /session/status
+    BACKGROUND = "background"  # the root is idle; background subagents of the turn work
+    ENDED = "ended"  # completed, failed or aborted: emitted exactly once
+
+
+THREAD_TRANSITIONS: Mapping[ThreadPhase, frozenset[ThreadPhase]] = {
+    ThreadPhase.CONNECTING: frozenset(
+        {ThreadPhase.READY, ThreadPhase.CLOSING, ThreadPhase.STOPPED}
+    ),
+    ThreadPhase.READY: frozenset(
+        {ThreadPhase.RUNNING, ThreadPhase.STOPPING, ThreadPhase.CLOSING, ThreadPhase.STOPPED}
+    ),
+    ThreadPhase.RUNNING: frozenset(
+        {ThreadPhase.READY, ThreadPhase.STOPPING, ThreadPhase.CLOSING, ThreadPhase.STOPPED}
+    ),
+    # A stop ends in READY (turn aborted), or back in RUNNING when it failed.
+    ThreadPhase.STOPPING: frozenset(
+        {ThreadPhase.READY, ThreadPhase.RUNNING, ThreadPhase.CLOSING, ThreadPhase.STOPPED}
+    ),
+    ThreadPhase.CLOSING: frozenset({ThreadPhase.STOPPED}),
+    ThreadPhase.STOPPED: frozenset(),
+}
+
+#: The phase a turn begins in, by who started its run: a prompt the adapter sends waits
+#: for its echo; a run it adopts (:mod:`adapter._turns._adoption`) is already under way.
+TURN_STARTS: Mapping[Literal["sent", "adopted"], TurnPhase] = {
+    "sent": TurnPhase.AWAITING_ECHO,
+    "adopted": TurnPhase.STREAMING,
+}
+
+TURN_TRANSITIONS: Mapping[TurnPhase, frozenset[TurnPhase]] = {
+    TurnPhase.AWAITING_ECHO: frozenset({TurnPhase.STREAMING, TurnPhase.ENDED}),
+    TurnPhase.STREAMING: frozenset(
+        {TurnPhase.AWAITING_ECHO, TurnPhase.SETTLING, TurnPhase.BACKGROUND, TurnPhase.ENDED}
+    ),
+    # Settling goes back to streaming when the root is busy again (a follow-up
+    # the server ran as a second run), or to awaiting an echo on a new steer.
+    TurnPhase.SETTLING: frozenset(
+        {TurnPhase.AWAITING_ECHO, TurnPhase.STREAMING, TurnPhase.BACKGROUND, TurnPhase.ENDED}
+    ),
+    # Waiting on background subagents: the root runs again on a child's result (or a
+    # steer), or the turn ends once none is left and nothing is owed.
+    TurnPhase.BACKGROUND: frozenset(
+        {TurnPhase.AWAITING_ECHO, TurnPhase.STREAMING, TurnPhase.ENDED}
+    ),
+    TurnPhase.ENDED: frozenset(),
+}
+
+
+#: Who started a turn's run: this adapter (``sent``: a prompt or command it sent), or
+#: anyone else (``adopted``: another process, ``opencode attach``, a script; or a run
+#: found working when the thread was resumed).
+TurnOrigin = Literal["sent", "adopted"]
+
+
+def turn_id_for(message_id: str) -> str:
+    """The id of the turn that ``message_id`` (a user message of the root) starts.
+
+    Derived from the message, not drawn at random, so that every process watching
+    the thread names the turn alike: the message id is the server's, or the one
+    this adapter minted and sent. Opaque to hosts, stable across processes."""
+    return "turn_" + message_id.removeprefix("msg_")
+
+
+@dataclass(eq=False)
+class Turn:
+    turn_id: str
+    collector: PartialCollector
+    scope: TaskScope
+    phase: TurnPhase = TurnPhase.AWAITING_ECHO
+    origin: TurnOrigin = "sent"
+    #: Every prompt the host sent in this turn (minted id -> echoed by the server).
+    prompts: dict[str, bool] = field(default_factory=dict)
+    #: The newest user message of the root in this turn: ours, or one the server
+    #: created (the synthetic "continue" after a compaction).
+    last_user_id: str | None = None
+    users_seen: set[str] = field(default_factory=set)
+    #: User messages whose newest assistant answer has finished (completed or errored).
+    answered: set[str] = field(default_factory=set)
+    #: Each user message's newest assistant answer (ids sort by time): the run's answer
+    #: is that one, not a step before it that finished with more steps to come.
+    newest_answers: dict[str, str] = field(default_factory=dict)
+    #: The run's failure (native error name, message) and the user message it ended.
+    error: tuple[str, str] | None = None
+    error_for: str | None = None
+    aborted_elsewhere: bool = False
+    #: A stop aborted the root but failed further down: the turn stays active (the
+    #: host can press Stop again) and does not settle on its own.
+    held: bool = False
+    #: The sessions the failed stop's walk found (``GET /children`` may know children
+    #: the stream never announced): a held turn ends only once none of them is busy.
+    held_tree: frozenset[str] = frozenset()
+    #: An idle came while a prompt's echo was still awaited, and no run began after it
+    #: (no busy): it may be the idle of that prompt's own run, which overtook the echo;
+    #: then no later idle comes, and the turn settles once its run has finished.
+    idle_before_echo: bool = False
+    #: Idles of the root seen in this turn: a status poll that answers busy while a
+    #: newer idle arrived asks again (that idle found the turn already settling).
+    idles: int = 0
+    #: The event stream was down during this turn: what it missed is only stored, so the
+    #: turn reads the stored messages before it ends (a settle after an idle may run
+    #: before the reconnection's own reconcile, with every answer seen).
+    missed_events: bool = False
+    #: Background subagents the turn started: it stays open until they ended and the
+    #: root answered their results (:mod:`adapter._turns._background`).
+    background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    retry: RetryStatus | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    last_activity: float = field(default_factory=time.monotonic)
+    # Translation bookkeeping: what was emitted of each part, so nothing is sent twice.
+    emitted_text: dict[str, SeenText] = field(default_factory=dict)
+    part_streams: dict[str, Literal["assistant_text", "reasoning_text"]] = field(
+        default_factory=dict
+    )
+    item_status: dict[str, str] = field(default_factory=dict)
+    #: Text parts of an adopted turn that were streaming before the adapter saw them:
+    #: what they streamed before is in no event and in no stored snapshot until the
+    #: part ends, so their deltas are held back and the part's final text is emitted
+    #: whole (:mod:`adapter._stream._output`).
+    joined_parts: set[str] = field(default_factory=set)
+
+    @property
+    def adopted(self) -> bool:
+        return self.origin == "adopted"
+
+    @property
+    def first_prompt_id(self) -> str | None:
+        return next(iter(self.prompts), None)
+
+    @property
+    def all_echoed(self) -> bool:
+        return all(self.prompts.values())
+
+    @property
+    def run_finished(self) -> bool:
+        """Whether what the server ran for this turn has an end (idle still to confirm)."""
+        last = self.last_user_id
+        if last is None or not self.all_echoed:
+            return False
+        return last in self.answered or self.error_for == last or self.aborted_elsewhere
+
+    def answer_seen(self, parent_id: str, message_id: str, *, finished: bool) -> None:
+        """An assistant message answering ``parent_id`` was created or changed. A newer
+        step that has not finished means the answer is not finished, whatever the steps
+        before it did (measured on 1.18.34: a step ending ``tool-calls`` completes before
+        the next one begins; a run aborted elsewhere can leave its newest step unfinished,
+        with no error, and the run idle)."""
+        newest = self.newest_answers.get(parent_id)
+        if newest is not None and message_id < newest:
+            return  # an older step's late update
+        self.newest_answers[parent_id] = message_id
+        if finished:
+            self.answered.add(parent_id)
+        else:
+            self.answered.discard(parent_id)
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
 
 #: The ``error_name`` of a turn ended because the server refused every connection.
 SERVER_UNREACHABLE = "ServerUnreachable"

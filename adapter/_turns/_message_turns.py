@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .._client._models import Message
+from .._client._responses import Message
 
 __all__ = ["MessageLedger", "RootMessage"]
 

@@ -19,8 +19,8 @@ import asyncio
 from typing import Any, cast
 
 from .._base._ids import mint_message_id, observe_message_id
-from .._client._models import SessionStatus
 from .._client._native import MessageUpdated
+from .._client._responses import SessionStatus
 from .._exceptions import (
     InvalidInputError,
     NotFoundError,
@@ -34,8 +34,7 @@ from .._threads._thread_state import ThreadState
 from .._types._events import RetryStatus
 from .._types._records import TurnStart
 from ._adoption import Adoption
-from ._lifecycle import TurnEnding
-from ._phases import TurnPhase
+from ._lifecycle import Turn, TurnEnding, TurnPhase
 from ._prompt_input import Prompt
 from ._settling import (
     ABORTED_ELSEWHERE,
@@ -44,7 +43,6 @@ from ._settling import (
     VANISHED_IN_OUTAGE,
     mark_landed,
 )
-from ._turn import Turn
 
 __all__ = ["ABORTED_ELSEWHERE", "STOPPED_AFTER_FAILED_STOP", "VANISHED_IN_OUTAGE", "Turns"]
 
@@ -78,7 +76,7 @@ class Turns(Adoption):
             if turn is None:
                 turn = self._begin_turn(thread, message_id)
             self._add_prompt(thread, turn, message_id)
-            submission = self._core.tasks.spawn(
+            submission = self._registry.tasks.spawn(
                 self._submit(thread, prompt, message_id, model, agent),
                 name=f"submit:{thread.thread_id}",
                 log_errors=False,
@@ -215,7 +213,7 @@ class Turns(Adoption):
         if not lost:
             return False
         try:
-            async with asyncio.timeout(self._core.timeouts.request):
+            async with asyncio.timeout(self._registry.timeouts.request):
                 await thread.client.message(thread.session_id, message_id)
         except NotFoundError:
             return False
@@ -232,7 +230,7 @@ class Turns(Adoption):
         model: tuple[str, str] | None,
         agent: str | None,
     ) -> None:
-        submit = self._core.timeouts.submit
+        submit = self._registry.timeouts.submit
         # The context meter's limits, before the run can finish a step (read once per
         # client; a failure leaves them unknown and never stops the prompt).
         await thread.client.context_limits.ensure(model)

@@ -2,7 +2,7 @@
 
 Why it exists: a turn must end exactly once, after its last output, and never be
 lost or stuck (see :mod:`adapter._turns._running`, which feeds it what the stream
-says). The rule (see :mod:`adapter._turns._turn`): a turn settles when every prompt it
+says). The rule (see :mod:`adapter._turns._lifecycle`): a turn settles when every prompt it
 sent was echoed, the newest user message of the root in the turn has its answer (or
 the run failed or was aborted), no background subagent of the turn is still owed
 (:mod:`adapter._turns._background`), and ``/session/status`` confirms the root is
@@ -24,20 +24,18 @@ from typing import TypeVar
 
 from .._base._ids import observe_message_id
 from .._client import OpenCodeClient
-from .._client._models import Message, SessionStatus
+from .._client._responses import Message, SessionStatus
 from .._exceptions import OpenCodeError
 from .._logging import get_logger
 from .._stop._partial_collector import PartialCollector
 from .._stream._output import Output
 from .._stream._turn_diff import prompt_diff
 from .._threads._compaction import SUMMARIZED
-from .._threads._registry import AdapterCore
+from .._threads._registry import ThreadRegistry
 from .._threads._thread_state import ThreadState
 from .._types._events import RuntimeWarningEvent
 from ._background import delivered_result, started_child
-from ._lifecycle import TurnEnding
-from ._phases import TURN_STARTS, TurnPhase
-from ._turn import Turn, TurnOrigin, turn_id_for
+from ._lifecycle import TURN_STARTS, Turn, TurnEnding, TurnOrigin, TurnPhase, turn_id_for
 
 __all__ = [
     "ABORTED_ELSEWHERE",
@@ -67,8 +65,8 @@ class Settling:
     """The settle, the stored-message reconcile and the watchdog of every turn; the
     stream's handlers and the sends (:class:`~adapter._turns._running.Turns`) build on it."""
 
-    def __init__(self, core: AdapterCore, output: Output) -> None:
-        self._core = core
+    def __init__(self, core: ThreadRegistry, output: Output) -> None:
+        self._registry = core
         #: Emits output the stream did not deliver, from stored messages.
         self._output = output
 
@@ -76,8 +74,8 @@ class Settling:
         self, thread: ThreadState, first_message_id: str, origin: TurnOrigin = "sent"
     ) -> Turn:
         """Begin the thread's turn started by the user message ``first_message_id`` (its
-        id names the turn: :func:`~adapter._turns._turn.turn_id_for`), with its watchdog."""
-        core = self._core
+        id names the turn: :func:`~adapter._turns._lifecycle.turn_id_for`), with its watchdog."""
+        core = self._registry
         turn_id = turn_id_for(first_message_id)
         ledger = thread.ledger
         turn = Turn(
@@ -145,7 +143,7 @@ class Settling:
         """``call()``, asked until the server answers (backoff, capped), or ``None``
         when it has not answered within ``Timeouts.idle_confirm``: a server that is
         gone must end the turn, never leave it waiting forever."""
-        timeouts = self._core.timeouts
+        timeouts = self._registry.timeouts
         deadline = time.monotonic() + timeouts.idle_confirm
         delay = 0.1
         while True:
@@ -177,7 +175,7 @@ class Settling:
             thread,
             turn,
             "ServerUnavailable",
-            f"the server did not answer for {self._core.timeouts.idle_confirm:g} s "
+            f"the server did not answer for {self._registry.timeouts.idle_confirm:g} s "
             f"({what} kept failing)",
         )
 
@@ -260,16 +258,16 @@ class Settling:
         for child in list(work.running):
             if not statuses.get(child, SessionStatus("idle")).is_busy:
                 work.ended(child)
-        overdue = work.overdue(time.monotonic(), self._core.timeouts.echo)
+        overdue = work.overdue(time.monotonic(), self._registry.timeouts.echo)
         for child in overdue:
             work.due.pop(child, None)
-            self._core.emit(
+            self._registry.emit(
                 RuntimeWarningEvent(
                     thread_id=thread.thread_id,
                     turn_id=turn.turn_id,
                     message=(
                         f"background subagent {child} ended but its result did not reach "
-                        f"its parent within {self._core.timeouts.echo:g} s; the turn ends "
+                        f"its parent within {self._registry.timeouts.echo:g} s; the turn ends "
                         "without it"
                     ),
                 )
@@ -341,7 +339,9 @@ class Settling:
                 thread.compactions.summary_message(info.id, info.parent_id)
             if info.role == "user":
                 self._user_message(thread, turn, info.id)
-                prompt_diff(self._core, thread, info.id, info.raw)  # the stream may have missed it
+                prompt_diff(
+                    self._registry, thread, info.id, info.raw
+                )  # the stream may have missed it
                 continue
             finished = info.completed is not None or info.error is not None
             if info.parent_id is not None:
@@ -378,8 +378,8 @@ class Settling:
     def _status_unanswered(self, thread: ThreadState, turn: Turn) -> None:
         """Status kept failing for ``idle_confirm`` seconds after an idle: end the turn
         on what the stream said, and say that it could not be confirmed."""
-        seconds = self._core.timeouts.idle_confirm
-        self._core.emit(
+        seconds = self._registry.timeouts.idle_confirm
+        self._registry.emit(
             RuntimeWarningEvent(
                 thread_id=thread.thread_id,
                 turn_id=turn.turn_id,
@@ -404,7 +404,7 @@ class Settling:
 
     async def _watch(self, thread: ThreadState, turn: Turn) -> None:
         """Bounds a turn that waits for something the server may never send."""
-        timeouts = self._core.timeouts
+        timeouts = self._registry.timeouts
         while thread.turn is turn:
             await asyncio.sleep(timeouts.watchdog)
             if thread.turn is not turn or thread.interrupts.stop is not None:
@@ -477,7 +477,7 @@ class Settling:
             "PromptNotStarted",
             (
                 f"the server accepted the prompt {missing[0]} but did not start it "
-                f"within {self._core.timeouts.echo:g} s"
+                f"within {self._registry.timeouts.echo:g} s"
             ),
         )
 
@@ -496,7 +496,7 @@ class Settling:
             "NoAnswer",
             (
                 "the server went idle without answering the turn's last message "
-                f"(waited {self._core.timeouts.echo:g} s)"
+                f"(waited {self._registry.timeouts.echo:g} s)"
             ),
         )
 

@@ -319,7 +319,7 @@ def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
 
 
 # --------------------------------------------------------------------------
-# to_prompt
+# to_prompt: the value as text for the next turn's prompt
 # --------------------------------------------------------------------------
 
 _PROMPT_HEAD = (

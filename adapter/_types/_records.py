@@ -15,7 +15,7 @@ from ._stop_report import StopReport
 from ._usage import TurnUsage
 
 if TYPE_CHECKING:
-    from .._client._models import Message
+    from .._client._responses import Message
 
 __all__ = ["InterruptResult", "SessionInfo", "ThreadHistory", "ThreadStatus", "TurnStart"]
 

@@ -9,6 +9,15 @@ stdio (``docs/acp.md``). Needs the ``acp`` extra (``agent-client-protocol``).
 Every line the client sends is checked before the SDK routes it
 (:mod:`adapter.acp._transport`): a bad line is answered with a JSON-RPC error or
 dropped, and the agent ends only when its input does.
+
+The modules: the agent, whose ACP sessions are adapter threads (``_agent``); the line
+check before the SDK sees a line (``_inbound``) and the transport that applies it
+(``_transport``); what the agent sends kept well-formed (``_outbound``); a prompt's content
+blocks as prompt parts, and the ``cwd`` checks (``_content_blocks``); the models, agents and
+modes a session offers (``_choices``); the MCP servers a client gives (``_mcp_servers``);
+canonical events as ``session/update`` payloads (``_updates``); permission and question
+requests (``_requests``); ``session/list``'s pages (``_sessions``); and the
+``_opencode/stop_subagent`` extension (``_extensions``).
 """
 
 from __future__ import annotations

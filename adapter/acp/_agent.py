@@ -89,10 +89,10 @@ from adapter import (
 from adapter._logging import get_logger
 
 from ._choices import AGENT, DEFAULT, PERMISSION_MODE, Choices, choices_from
+from ._content_blocks import ContentBlock, check_cwd, prompt_parts
 from ._extensions import EXTENSIONS_META, STOP_SUBAGENT, invalid, parse_stop_target, stop_subagent
 from ._mcp_servers import add_mcp_servers
 from ._outbound import WellFormedClient
-from ._prompt_input import ContentBlock, check_cwd, prompt_parts
 from ._requests import (
     PERMISSION_OPTIONS,
     answer_for,

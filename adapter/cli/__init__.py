@@ -1,6 +1,12 @@
 """``opencode-tree``: see, stop and run OpenCode session trees from a terminal.
 
 ``python -m adapter`` is the same program.
+
+The subcommands, one module each: ``tree``, ``stop`` and ``run`` (``_commands``),
+``inventory`` (``_inventory``), ``demo`` (``_demo``), ``acp`` (``_acp``), and ``web``
+(``_web``), whose ``--workers N`` parent (``_web_workers``) starts worker processes that each
+build their adapter, store and app (``_web_worker``); terminal output, rich on a TTY and plain
+otherwise (``_render``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,14 @@ serve it).
 ``create_app(..., store=await open_store(...))`` shares the threads between workers and
 restarts: a :class:`ThreadStore` of :class:`ThreadRecord` values, SQLite by default,
 PostgreSQL (the ``postgres`` extra) for several hosts (``docs/web.md``, "The thread store").
+
+The modules, as ``docs/architecture.md`` names them: the app and its routes (``_app``), the
+error shape (``_errors``), request bodies (``_body``), the thread id grammar
+(``_thread_ids``), the cross-site and rebinding guard (``_guard``), the token (``_auth``),
+the security headers (``_headers``), JSON answers (``_json``), the event stream (``_sse``),
+the checked model and agent choices (``_choices``), the threads a worker serves
+(``_threads``), the follower that keeps their stored status current (``_follow``), and the
+thread store (``_store``).
 """
 
 from ._app import create_app

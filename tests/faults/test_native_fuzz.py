@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter._client._event_wire import MAX_EVENT_DEPTH
+from adapter._client._sse_payloads import MAX_EVENT_DEPTH
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from tests.faults.support import Harness
 

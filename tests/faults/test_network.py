@@ -406,7 +406,7 @@ async def test_a_run_that_ends_while_the_reconnect_reads_its_stored_messages_end
     read = fake.hold("GET", f"/session/{root}/message")
     reconnect.release()
     await read.wait_started()  # the reconcile found the root busy and reads
-    running = h.oc._core.threads[T].turn
+    running = h.oc._registry.threads[T].turn
     assert running is not None and running.turn_id == turn.turn_id
     run_end.release()
     await fake.wait_until(lambda: running.idle_before_echo, timeout=5)  # the idle, seen

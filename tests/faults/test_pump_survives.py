@@ -15,8 +15,8 @@ import pytest
 
 import adapter._stream._pump as pump_module
 from adapter import Event, RuntimeWarningEvent
-from adapter._client._event_wire import MAX_EVENT_DEPTH
 from adapter._client._native import NativeEvent
+from adapter._client._sse_payloads import MAX_EVENT_DEPTH
 from adapter._exceptions import RequestError
 from adapter._stream._pump import EventPump
 from adapter._stream._translator import Translator

@@ -148,7 +148,7 @@ class AdapterMachine(RuleBasedStateMachine):
             self.fake.on("GET", "/session/status", self._status_outage)
             await self.oc.__aenter__()
             self.rec = Recorder(self.oc)
-            self.emitted_unrecorded = self.oc._core.hub.emitted  # before the recorder
+            self.emitted_unrecorded = self.oc._registry.hub.emitted  # before the recorder
             for thread in ("a", "b"):  # most steps should find a live thread
                 self.roots.add((await self.oc.start_session(thread)).session_id)
                 self.live.add(thread)
@@ -171,7 +171,7 @@ class AdapterMachine(RuleBasedStateMachine):
         """The adapter's background tasks have run (``settle``) and the recorder has
         every event emitted so far (on a loaded machine it may lag behind)."""
         await settle()
-        hub = self.oc._core.hub
+        hub = self.oc._registry.hub
         while len(self.rec.events) < hub.emitted - self.emitted_unrecorded:
             await asyncio.sleep(0)
 
@@ -181,7 +181,7 @@ class AdapterMachine(RuleBasedStateMachine):
         (a settle ending a turn), so the phases read next would be ahead of the events."""
         while True:
             self.run(self.caught_up())
-            if len(self.rec.events) >= self.oc._core.hub.emitted - self.emitted_unrecorded:
+            if len(self.rec.events) >= self.oc._registry.hub.emitted - self.emitted_unrecorded:
                 return
 
     async def _status_outage(self, request: httpx.Request) -> httpx.Response | None:
@@ -433,7 +433,7 @@ class AdapterMachine(RuleBasedStateMachine):
         for info in self.oc.list_sessions():
             # no interrupt_turn runs between steps: never "stopping" here
             assert info.status in ("ready", "running"), info
-            assert info.status == self.oc._core.threads[info.thread_id].lifecycle.phase.value
+            assert info.status == self.oc._registry.threads[info.thread_id].lifecycle.phase.value
             assert info.retry is None or info.status == "running", info
         active: dict[str, str | None] = {}
         for e in self.rec.events:
@@ -498,7 +498,7 @@ class AdapterMachine(RuleBasedStateMachine):
                 async def close() -> None:
                     self.status_down_until = 0.0
                     await self.oc.aclose()
-                    assert len(self.oc._core.tasks) == 0
+                    assert len(self.oc._registry.tasks) == 0
                     await settle()
                     assert self.fake.in_flight == 0
                     await self.rec.task

@@ -180,18 +180,18 @@ async def test_a_late_cleanup_of_the_old_thread_never_removes_its_replacement(
     fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     """B11 at its root: forgetting a thread removes only that thread object and its own
-    sessions (``AdapterCore.forget`` checks identity). Here the old thread is forgotten
+    sessions (``ThreadRegistry.forget`` checks identity). Here the old thread is forgotten
     again after the replacement is live, as an old stop that ended late would. The
     replacement resumes the old session, so both share its id: the session -> thread
     map must keep pointing at the replacement too."""
     fake.script("ok", [Text("still routed")])
     old = await h.oc.start_session(T)
-    old_thread = h.oc._core.threads[T]
+    old_thread = h.oc._registry.threads[T]
     await h.oc.stop_session(T)
     new = await h.oc.start_session(T, resume=old.resume)
     assert new.session_id == old.session_id
-    h.oc._core.forget(old_thread)
-    assert h.oc.has_session(T) and h.oc._core.threads[T] is not old_thread
+    h.oc._registry.forget(old_thread)
+    assert h.oc.has_session(T) and h.oc._registry.threads[T] is not old_thread
     await h.oc.send_turn(T, "go [[script:ok]]")
     done = await h.rec.wait_for("turn.completed")
     assert done.thread_id == T, "the replacement's events are still routed to it"

@@ -243,7 +243,7 @@ async def test_a_grandchilds_request_answered_during_its_ancestry_lookup_is_not_
             async with asyncio.timeout(10):
                 while any(
                     t.get_name().endswith(":route-request") and not t.done()
-                    for t in oc._core.tasks._tasks
+                    for t in oc._registry.tasks._tasks
                 ):
                     await asyncio.sleep(0.05)
             await caught_up(http, rec, root, f"{unique_name} settled")

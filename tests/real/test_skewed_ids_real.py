@@ -20,7 +20,7 @@ from adapter import OpenCodeAdapter
 from adapter._base import _ids
 from adapter._base._ids import _MonotonicIdClock, _now_ms, mint_message_id
 from adapter._client import OpenCodeClient
-from adapter._client._models import Message
+from adapter._client._responses import Message
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, script_marker
 from tests.adapter_support import Recorder

@@ -4,7 +4,8 @@ The page's files (marked ``<!-- contract-example: NAME -->`` before their code b
 are written into ``pytester``'s temporary directory and pytest runs there in a
 subprocess, the plugin found by its entry point: the example passes as printed. Broken
 variants of the host then fail the tests meant to catch them, so the example's tests
-test something.
+test something; one of them shows what the host author then reads when a wait of the fake
+times out (what it waited for, and the fake's sessions and requests).
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ def this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
     as_a_user(monkeypatch)
 
 
-def run_example(pytester: pytest.Pytester, files: dict[str, str]) -> pytest.RunResult:
+def run_example(pytester: pytest.Pytester, files: dict[str, str], *args: str) -> pytest.RunResult:
     for name, text in files.items():
         (pytester.path / name).write_text(text)
-    return run_user_tests(pytester, "-rf")
+    return run_user_tests(pytester, "-rf", *args)
 
 
 def test_the_page_prints_the_configuration_the_host_and_its_tests() -> None:
@@ -94,3 +95,27 @@ def test_a_broken_host_fails_the_test_meant_to_catch_it(
         if line.startswith("FAILED test_chat_host.py::")
     )
     assert failed == sorted(caught_by), result.stdout.str()[-3000:]
+
+
+def test_a_wait_that_times_out_says_what_it_waited_for_and_what_the_fake_saw(
+    pytester: pytest.Pytester,
+) -> None:
+    """A host that strips what looks like markup from the user's text never starts the
+    scripted tree: the Stop test's ``wait_for_tree`` fails after its 5 s, and pytest's
+    report names the tree it waited for and shows the fake's sessions and requests."""
+    files = example_files()
+    files["chat_host.py"] = broken(
+        files["chat_host.py"],
+        "turn = await self.adapter.send_turn(chat_id, text)",
+        'turn = await self.adapter.send_turn(chat_id, text.split(" [[")[0])',
+    )
+    result = run_example(pytester, files, "-k", "test_stop_stops_every_subagent")
+    result.assert_outcomes(failed=1)
+    report = result.stdout.str()
+    assert re.search(
+        r"E +TimeoutError: no tree of 3 sessions under ses_\w+ whose deepest session hangs"
+        r" within 5\.0s\nE +the fake's state:\nE +sessions \(1\):\nE +ses_\w+ idle\n"
+        r"E +pending requests: none\nE +last requests \(\d+, oldest first\):\n",
+        report,
+    ), report[-3000:]
+    assert re.search(r"E +POST /session/ses_\w+/prompt_async -> 204\n", report), report[-3000:]

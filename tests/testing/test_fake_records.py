@@ -154,7 +154,7 @@ async def test_the_docs_example_of_assertions_on_what_was_sent(
     await oc.send_turn("t", "go [[script:ask]]")
     opened = await rec.wait_for("request.opened")
     await oc.respond_to_request("t", opened.request_id, "accept")
-    [reply] = fake.calls("POST", "/permission/{id}/reply")
+    reply = fake.assert_called_once("POST", "/permission/{id}/reply")
     assert reply.body == {"reply": "once"}
     child = fake.add_session(parent_id=root, busy=True)
     await oc.interrupt_turn("t")

@@ -195,10 +195,9 @@ async def test_tree_includes_task_children(
     fake.script("leaf", [Hang()])
     fake.script("mid", [Task("deeper", "leaf")])
     root = await run_script(client, fake, "root", [Task("explore", "mid")])
-    await fake.wait_until(lambda: len(fake.tree(root)) == 3)
-    [_, mid, leaf] = fake.tree(root)
+    [_, mid, leaf] = await fake.wait_for_tree(root, sessions=3, hanging=True)
+    assert fake.tree(root) == [root, mid, leaf]
     assert fake.sessions[mid].parent_id == root and fake.sessions[leaf].parent_id == mid
-    await fake.wait_hanging(leaf)
 
 
 # ------------------------------------------------------------------ pending requests
@@ -250,8 +249,7 @@ async def test_the_introduction_example_of_the_fake() -> None:
         async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
             root = (await oc.start_session("t")).session_id
             await oc.send_turn("t", "go [[script:root]]")
-            await fake.wait_until(lambda: len(fake.tree(root)) == 2)
-            await fake.wait_hanging(fake.tree(root)[1])
+            await fake.wait_for_tree(root, sessions=2, hanging=True)  # the subagent is mid-run
             await oc.interrupt_turn("t")
             aborted = {r.session_id for r in fake.calls("POST", "/session/{id}/abort")}
             assert aborted == set(fake.tree(root))

@@ -213,7 +213,7 @@ class SseClient:
 
 
 def subscribers(oc: OpenCodeAdapter) -> int:
-    return oc._core.hub.subscribers
+    return oc._registry.hub.subscribers
 
 
 async def open_stream(

@@ -5,6 +5,11 @@ workers of one host) or a PostgreSQL database (several hosts); both are a
 :class:`ThreadStore` of :class:`ThreadRecord` values (``docs/web.md``, "The thread
 store"). The PostgreSQL store needs the ``postgres`` extra and is imported only
 when a ``postgresql://`` URL asks for it.
+
+The modules: the interface and what ``list`` answers (``_store``), the record and its
+checks (``_record``), records as rows and back (``_rows``), the versioned schema and its
+migrations (``_schema``), the SQLite store (``_sqlite``), the PostgreSQL store
+(``_postgres``), ``open_store`` (``_open``) and the store's exceptions (``_errors``).
 """
 
 from ._errors import (
