@@ -230,12 +230,13 @@ async def profiled(
     }
 
 
-def components_table(profile: dict[str, Any]) -> str:
-    """The self time per component of a ``profiled`` run, as a table."""
-    return table(
+def profile_section(heading: str, caption: str, profile: dict[str, Any]) -> list[str]:
+    """The lines of a Markdown section: the self time per component of a ``profiled`` run."""
+    components = table(
         ["component", "self time s", "share"],
         [
             [c["component"], f"{c['seconds']:.3f}", f"{c['share'] * 100:.1f} %"]
             for c in profile["components"]
         ],
     )
+    return ["", f"## {heading}", "", caption, "", components]

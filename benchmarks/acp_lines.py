@@ -1,4 +1,4 @@
-"""Benchmark the ACP agent's checked input and well-formed output (issue 21).
+"""Benchmark the ACP agent's checked input and well-formed output: what the guards cost.
 
 What the line check (:mod:`adapter.acp._inbound`, :mod:`adapter.acp._transport`) and
 the outbound encoder (:mod:`adapter.acp._outbound`) cost, against the SDK's own stdio

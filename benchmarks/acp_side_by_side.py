@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ from tests.acp.support import RecordingClient
 ASK_BASH = {"agent": {"general": {"permission": {"bash": "ask"}}}}
 ASK_BASH_ROOT = {"permission": {"bash": "ask"}}
 AFTER = 1.0
+AGENTS = ("opencode acp", "opencode-tree acp")
 
 
 @dataclass
@@ -80,6 +82,10 @@ class Run:
     children_running: bool = False
     pending_after: int = 0
     notes: list[str] = field(default_factory=list)
+
+
+# (agent, server, model, a name unique to the run) -> what the run saw
+Scenario = Callable[[str, RealOpenCodeServer, ScriptedModelServer, str], Awaitable[Run]]
 
 
 def server_env(server: RealOpenCodeServer) -> dict[str, str]:
@@ -127,6 +133,26 @@ def updates_after_answer(wire: list[StreamEvent], sid: str) -> int:
     )
 
 
+async def start_prompt(
+    conn: ClientSideConnection, server: RealOpenCodeServer, name: str
+) -> tuple[str, asyncio.Task[acp.PromptResponse]]:
+    """A new ACP session and its prompt, running: the prompt names the model's script."""
+    sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
+    prompt = asyncio.create_task(
+        conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+    )
+    return sid, prompt
+
+
+async def answer(run: Run, prompt: asyncio.Task[acp.PromptResponse], timeout: float) -> None:
+    """The prompt's stop reason into ``run.answer``, or what it raised into ``run.error``."""
+    try:
+        response = await asyncio.wait_for(prompt, timeout)
+        run.answer = response.stop_reason
+    except Exception as exc:
+        run.error = f"{type(exc).__name__}: {exc}"
+
+
 async def cancel_run(
     agent: str, server: RealOpenCodeServer, model: ScriptedModelServer, name: str
 ) -> Run:
@@ -138,20 +164,13 @@ async def cancel_run(
     model.script(name, [ToolCalls([task_call("top", mid)]), extra])
     scripts = {name, mid, leaf}
     async with connect(agent, server) as (conn, client, wire):
-        sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
-        prompt = asyncio.create_task(
-            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-        )
+        sid, prompt = await start_prompt(conn, server, name)
         await model.wait_for_async(
             lambda reqs: any(r.script == leaf and r.open for r in reqs), timeout=60
         )
         cancelled_at = time.monotonic()
         await conn.cancel(session_id=sid)
-        try:
-            response = await asyncio.wait_for(prompt, 30)
-            run.answer = response.stop_reason
-        except Exception as exc:
-            run.error = f"{type(exc).__name__}: {exc}"
+        await answer(run, prompt, 30)
         answered = time.monotonic()
         run.seconds = answered - cancelled_at
         await asyncio.sleep(AFTER)
@@ -180,11 +199,8 @@ async def permission_run(
     model.script(mid, [ToolCalls([task_call("mid", leaf)]), Text("mid done")])
     model.script(name, [ToolCalls([task_call("top", mid)]), Text("root done")])
     async with connect(agent, server) as (conn, client, _wire):
-        sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
+        sid, prompt = await start_prompt(conn, server, name)
         started = time.monotonic()
-        prompt = asyncio.create_task(
-            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-        )
         try:
             ask = await asyncio.wait_for(client.asks.get(), wait)
             run.asked = True
@@ -192,11 +208,7 @@ async def permission_run(
             ask.choose(allow.option_id)
         except TimeoutError:
             await conn.cancel(session_id=sid)
-        try:
-            response = await asyncio.wait_for(prompt, 60)
-            run.answer = response.stop_reason
-        except Exception as exc:
-            run.error = f"{type(exc).__name__}: {exc}"
+        await answer(run, prompt, 60)
         run.seconds = time.monotonic() - started
         run.grandchild_call_seen = any(
             command in str(getattr(u, "raw_input", "")) or command in str(getattr(u, "title", ""))
@@ -212,10 +224,7 @@ async def api_children_run(
     model.script(name, [Hang()])
     api: list[str] = []
     async with connect(agent, server, api=api) as (conn, _client, _wire):
-        sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
-        prompt = asyncio.create_task(
-            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-        )
+        sid, prompt = await start_prompt(conn, server, name)
         async with OpenCodeClient(api[0], directory=str(server.directory)) as oc:
             kids: list[str] = []
             for i in range(2):
@@ -228,11 +237,7 @@ async def api_children_run(
             )
             cancelled_at = time.monotonic()
             await conn.cancel(session_id=sid)
-            try:
-                response = await asyncio.wait_for(prompt, 30)
-                run.answer = response.stop_reason
-            except Exception as exc:
-                run.error = f"{type(exc).__name__}: {exc}"
+            await answer(run, prompt, 30)
             run.seconds = time.monotonic() - cancelled_at
             await asyncio.sleep(AFTER)
             busy = set(await oc.status()) & set(kids)
@@ -251,10 +256,7 @@ async def withdraw_run(
     model.script(name, [ToolCalls([bash]), Text("root done")])
     api: list[str] = []
     async with connect(agent, server, api=api) as (conn, client, _wire):
-        sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
-        prompt = asyncio.create_task(
-            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-        )
+        sid, prompt = await start_prompt(conn, server, name)
         try:
             ask = await asyncio.wait_for(client.asks.get(), wait)
             run.asked = True
@@ -263,11 +265,7 @@ async def withdraw_run(
         await conn.cancel(session_id=sid)
         if ask is not None:
             ask.cancelled()  # ACP: the client answers its pending requests `cancelled`
-        try:
-            response = await asyncio.wait_for(prompt, 30)
-            run.answer = response.stop_reason
-        except Exception as exc:
-            run.error = f"{type(exc).__name__}: {exc}"
+        await answer(run, prompt, 30)
         await asyncio.sleep(AFTER)
         async with OpenCodeClient(api[0], directory=str(server.directory)) as oc:
             run.pending_after = sum(1 for r in await oc.pending_requests() if r.session_id == sid)
@@ -284,38 +282,43 @@ def _answers(runs: list[Run]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
+async def on_one_server(
+    overrides: dict[str, Any], scenarios: Sequence[tuple[str, Scenario]], runs: int
+) -> tuple[list[Run], str | None]:
+    """Each scenario ``runs`` times per agent, interleaved, on one fresh server and model."""
+    out: list[Run] = []
+    with (
+        ScriptedModelServer() as model,
+        RealOpenCodeServer(model.base_url, config_overrides=overrides) as server,
+    ):
+        for agent in AGENTS:
+            tag = "oc" if agent == "opencode acp" else "tree"
+            for i in range(runs):
+                for prefix, scenario in scenarios:
+                    out.append(await scenario(agent, server, model, f"{prefix}-{tag}-{i}"))
+        return out, server.version
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--wait", type=float, default=20.0)
     args = parser.parse_args()
     quiet_logging()
-    runs: list[Run] = []
-    with (
-        ScriptedModelServer() as model,
-        RealOpenCodeServer(model.base_url, config_overrides=ASK_BASH) as server,
-    ):
-        for agent in ("opencode acp", "opencode-tree acp"):
-            tag = "oc" if agent == "opencode acp" else "tree"
-            for i in range(args.runs):
-                runs.append(await cancel_run(agent, server, model, f"cancel-{tag}-{i}"))
-                runs.append(
-                    await permission_run(agent, server, model, f"perm-{tag}-{i}", args.wait)
-                )
-        version = server.version
-    with (
-        ScriptedModelServer() as model,
-        RealOpenCodeServer(model.base_url, config_overrides=ASK_BASH_ROOT) as server,
-    ):
-        for agent in ("opencode acp", "opencode-tree acp"):
-            tag = "oc" if agent == "opencode acp" else "tree"
-            for i in range(args.runs):
-                runs.append(await api_children_run(agent, server, model, f"api-{tag}-{i}"))
-                runs.append(
-                    await withdraw_run(agent, server, model, f"withdraw-{tag}-{i}", args.wait)
-                )
+    # A subagent's bash asks on the first server; the root's own bash on the second.
+    runs, version = await on_one_server(
+        ASK_BASH,
+        [("cancel", cancel_run), ("perm", functools.partial(permission_run, wait=args.wait))],
+        args.runs,
+    )
+    more, _ = await on_one_server(
+        ASK_BASH_ROOT,
+        [("api", api_children_run), ("withdraw", functools.partial(withdraw_run, wait=args.wait))],
+        args.runs,
+    )
+    runs += more
     rows = []
-    for agent in ("opencode acp", "opencode-tree acp"):
+    for agent in AGENTS:
         cancel = [r for r in runs if r.agent == agent and r.scenario == "cancel"]
         perm = [r for r in runs if r.agent == agent and r.scenario == "permission"]
         api = [r for r in runs if r.agent == agent and r.scenario == "api_children"]

@@ -5,7 +5,7 @@ Why: a host that restarts mid-turn resumes its threads with ``start_session(thre
 resume=cursor)``; when the thread's tree is still working, the call returns with the
 thread ``running`` only once the run's output so far has been read back from the server
 (the root's stored messages, then the tree's children breadth-first, each child's
-messages) and emitted as events (``adapter/_turns/_adoption.py``, issue 33). That read
+messages) and emitted as events (``adapter/_turns/_adoption.py``). That read
 sits on the restart path of every busy thread, so this script measures it:
 
 1. **one big turn**: a root whose stored history holds ``--messages`` messages (earlier

@@ -1,4 +1,4 @@
-"""Benchmark what well-formed, locals-free logging and CLI output cost (issue 21).
+"""Benchmark what well-formed, locals-free logging and CLI output cost.
 
 ``configure_logging`` adds one processor (every string of the event made well
 formed, ``adapter._base._unicode``), a locals-free exception formatter and, on the
@@ -45,7 +45,7 @@ def _shipped(fmt: Format, stream: io.StringIO) -> None:
 
 
 def _bare(fmt: Format, stream: io.StringIO) -> None:
-    """The chain before issue 21: no well-formed step, structlog's default tracebacks."""
+    """The chain the shipped one replaced: no well-formed step, structlog's default tracebacks."""
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"

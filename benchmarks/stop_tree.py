@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001  (the printed tables use multiplication signs and dashes on purpose)
-"""Benchmark ``stop_tree`` against other ways of walking a session tree (issue 7).
+"""Benchmark ``stop_tree`` against other ways of walking a session tree.
 
 Everything runs in one process, against a simulated OpenCode session API where
 every request takes a configurable latency. Every strategy drives the real
@@ -57,8 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import (
     RESULTS,
     arguments,
-    components_table,
     machine,
+    profile_section,
     quiet_logging,
     say_written,
     table,
@@ -281,16 +281,13 @@ def render(result: dict[str, Any]) -> str:
     )
     profile = result.get("profile")
     if profile:
-        lines += [
-            "",
-            f"## Where the time goes: stop_tree(verify=False), {profile['tree']}, L = 0",
-            "",
+        lines += profile_section(
+            f"Where the time goes: stop_tree(verify=False), {profile['tree']}, L = 0",
             f"pyinstrument, {profile['elapsed_under_profiler_s']:.2f} s under the profiler "
             f"({profile['elapsed_s']:.2f} s without); self time per component, standard-library "
             f"frames counted for their caller; the call tree is in {profile['profile_text']}",
-            "",
-            components_table(profile),
-        ]
+            profile,
+        )
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""Benchmark long streamed text: the loop's longest block and the memory held (issue 21).
+"""Benchmark long streamed text: the loop's longest block and the memory held.
 
 A turn of the in-process fake server (:class:`adapter.testing.FakeOpenCodeServer`)
 streams one text part as many ``message.part.delta`` events, through a live

@@ -1,4 +1,4 @@
-"""Benchmark: stalled SSE clients of ``adapter.web`` closing together (issue 21, item 5).
+"""Benchmark: stalled SSE clients of ``adapter.web`` closing together.
 
 uvicorn serves ``create_app`` on 127.0.0.1 over an adapter of the in-process fake
 server. N clients open ``GET /threads/t/events`` on raw sockets with a 4 KiB receive

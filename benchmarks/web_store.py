@@ -1,7 +1,7 @@
 # ruff: noqa: RUF001  (the printed tables use multiplication signs and dashes on purpose)
 """The web backend's thread store: what it costs per request, and a restart's time.
 
-Why: with a store (``create_app(oc, store=...)``, issue 34) any worker serves any
+Why: with a store (``create_app(oc, store=...)``) any worker serves any
 thread and a restarted backend loses nothing, but requests now go through the store:
 a thread the worker does not hold is read from it and resumed before the request is
 served, and a turn's ``POST`` writes the thread's status before its 202. This script
