@@ -84,7 +84,7 @@ Quirks of the real server that are reproduced on purpose:
   Without the flag the call ends ``error`` (see :mod:`.background`).
 * A prompt's file parts are stored and converted as the real server does (a
   ``text/plain`` file adds two synthetic text parts; an undecodable image makes the prompt
-  vanish; see :mod:`.model_input`); :attr:`FakeOpenCodeServer.model_inputs`
+  vanish; see ``model_input``); :attr:`FakeOpenCodeServer.model_inputs`
   records what would reach the model (``system``, ``tools``, ``variant`` included).
 * A session's ``permission`` rules are enforced: they come after the config's (a plain
   :class:`Tool` is one the config allows, a :class:`Permission` one it asks about) and the
@@ -120,27 +120,27 @@ them all).
 How the package is built (one concern per module; :class:`~.server.FakeOpenCodeServer`
 composes them):
 
-* :mod:`.server` -- the public face: settings, request accounting, fault injection, waits;
-* :mod:`.steps` -- the script steps (:class:`Text`, :class:`Tool`, ...);
-* :mod:`.session_data` -- sessions, messages, runs, recorded and pending requests;
-* :mod:`.state` -- what the fake knows, changed with the events the real server emits;
-* :mod:`.runner` -- prompt queues and runs (abort, compaction, restart);
-* :mod:`.writer` -- the messages and parts a model step writes;
-* :mod:`.tools` -- tool, ``bash``, ``task``, permission and question steps;
-* :mod:`.background` -- background ``task`` children, their end told to the parent;
-* :mod:`.model_input` -- what of a prompt is stored, and what the scripted model sees of it;
-* :mod:`.files` -- the project's files and each prompt's diff summary;
-* :mod:`.http` -- the transport, the route table and the routing rules;
-* :mod:`.session_routes`, :mod:`.server_routes`, :mod:`.command_routes`,
-  :mod:`.inventory_routes` -- the routes' handlers;
-* :mod:`.event_bus` -- the event bus and the ``GET /event`` streams;
-* :mod:`.hooks` -- hooks and holds in front of the routes;
-* :mod:`.views` -- waits and views in domain terms (a tool's status, a hanging run,
+* ``server`` -- the public face: settings, request accounting, fault injection, waits;
+* ``steps`` -- the script steps (:class:`Text`, :class:`Tool`, ...);
+* ``session_data`` -- sessions, messages, runs, recorded and pending requests;
+* ``state`` -- what the fake knows, changed with the events the real server emits;
+* ``runner`` -- prompt queues and runs (abort, compaction, restart);
+* ``writer`` -- the messages and parts a model step writes;
+* ``tools`` -- tool, ``bash``, ``task``, permission and question steps;
+* ``background`` -- background ``task`` children, their end told to the parent;
+* ``model_input`` -- what of a prompt is stored, and what the scripted model sees of it;
+* ``files`` -- the project's files and each prompt's diff summary;
+* ``http`` -- the transport, the route table and the routing rules;
+* ``session_routes``, ``server_routes``, ``command_routes``,
+  ``inventory_routes`` -- the routes' handlers;
+* ``event_bus`` -- the event bus and the ``GET /event`` streams;
+* ``hooks`` -- hooks and holds in front of the routes;
+* ``views`` -- waits and views in domain terms (a tool's status, a hanging run,
   a tree, the open requests);
-* :mod:`.failure_report` -- what a failed wait or request assertion says (what it wanted,
+* ``failure_report`` -- what a failed wait or request assertion says (what it wanted,
   and the fake's sessions, open requests and last requests);
-* :mod:`.id_minting` -- ids and slugs minted from one seeded generator;
-* :mod:`.wire` -- JSON bodies, error bodies and clocks.
+* ``id_minting`` -- ids and slugs minted from one seeded generator;
+* ``wire`` -- JSON bodies, error bodies and clocks.
 
 The public names are exported by :mod:`adapter.testing.fake`.
 """
