@@ -351,8 +351,7 @@ async def test_a_tree_found_working_under_an_idle_root_is_adopted_and_waited_for
         )
         root = await new_session(fake)
         await prompt(fake, root, "go [[script:root]]")
-        await fake.wait_until(lambda: len(fake.tree(root)) == 2)
-        child = fake.tree(root)[1]
+        [_, child] = await fake.wait_for_tree(root, sessions=2)
         await fake.wait_until(lambda: not fake.sessions[root].busy and fake.sessions[child].busy)
         async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
             rec = Recorder(oc)
