@@ -14,6 +14,11 @@
 The pytest plugin (:mod:`adapter.testing.pytest_plugin`, entry point ``opencode_tree``)
 gives them as fixtures.
 
+Modules: ``fake`` and ``model`` export the fake server's and the scripted model's names,
+built in the packages ``_fake`` and ``_model``; ``_real_server`` (the real server and
+its binary), ``_started`` (what a test server has only once started), ``_recorder``
+(:class:`EventRecorder`), ``_caught_up`` (:func:`caught_up`), ``pytest_plugin``.
+
 See ``docs/testing.md``.
 """
 

@@ -34,8 +34,8 @@ depends only on the request's history, a retried request gets the same step agai
 so an ``HttpError(500)`` step keeps the session in its retry state until aborted.
 Use a 4xx status (other than 429) for an error that ends the turn.
 
-How the package is built: :mod:`.steps` (the script steps, :func:`script_marker`,
-:func:`task_call`), :mod:`.recording` (:class:`ModelRequest`), :mod:`.wire` (request
-parsing, SSE framing, the response writer) and :mod:`.server` (the server, its thread
+How the package is built: ``steps`` (the script steps, :func:`script_marker`,
+:func:`task_call`), ``recording`` (:class:`ModelRequest`), ``wire`` (request
+parsing, SSE framing, the response writer) and ``server`` (the server, its thread
 and its recording). The public names are exported by :mod:`adapter.testing.model`.
 """
