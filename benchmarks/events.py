@@ -470,8 +470,8 @@ async def read_adapter(
 
 def _sessions_in_trees(oc: OpenCodeAdapter, threads: list[str]) -> int | None:
     """A benchmark may peek: the sessions the threads track, if this adapter says so."""
-    # The threads sit in the adapter's core, or on the adapter itself in an older
-    # checkout; a peek that no longer fits reports nothing rather than failing the run.
+    # The threads sit in the adapter's registry (or elsewhere in another checkout the
+    # benchmark is run on); a peek that no longer fits reports nothing, not a failure.
     core = getattr(oc, "_registry", None)
     registry: Any = getattr(core, "threads", None) or getattr(oc, "_threads", None)
     try:
