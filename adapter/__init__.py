@@ -56,7 +56,6 @@ from ._exceptions import (
     UnknownThreadError,
 )
 from ._logging import configure_logging
-from ._stop._partial_collector import PartialCollector
 from ._stop._stop_tree import stop_tree
 from ._stream._hub import EventStream
 from ._stream._native_recorder import (
@@ -171,7 +170,6 @@ __all__ = [
     "OpenCodeClient",
     "OpenCodeError",
     "Part",
-    "PartialCollector",
     "PartialResult",
     "PendingRequest",
     "PermissionPreset",
@@ -265,3 +263,19 @@ def _stamp_public_module() -> None:
 
 
 _stamp_public_module()
+
+
+def _complete_exception_annotations() -> None:
+    """``TreeStopError`` is raised from the foundation, which may not import the report
+    and the partial result it carries (docs/architecture.md); its annotations name them
+    for type checkers only. Lending the names to its module here lets
+    ``typing.get_type_hints`` resolve them at run time too."""
+    from . import _exceptions
+    from ._types._stop_report import SessionStop
+
+    _exceptions.__dict__.setdefault("StopReport", StopReport)
+    _exceptions.__dict__.setdefault("SessionStop", SessionStop)
+    _exceptions.__dict__.setdefault("PartialResult", PartialResult)
+
+
+_complete_exception_annotations()

@@ -48,9 +48,10 @@ import h11
 import httpx
 import httpx_sse
 
-from adapter import OpenCodeAdapter, OpenCodeClient, PartialCollector, RawEvent, Timeouts
+from adapter import OpenCodeAdapter, OpenCodeClient, RawEvent, Timeouts
 from adapter._client._native import SessionCreated, parse_native
 from adapter._exceptions import NativeEventError
+from adapter._stop._partial_collector import PartialCollector
 from benchmarks._common import (
     ROOT,
     arguments,

@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from adapter import PartialCollector, PartialResult
+from adapter import PartialResult
 from adapter._client._responses import Message
+from adapter._stop._partial_collector import PartialCollector
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKER = re.compile(r"\n…\[truncated (\d+) bytes\]")

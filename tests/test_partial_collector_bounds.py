@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter import PartialCollector, PartialResult
+from adapter import PartialResult
 from adapter._exceptions import InvalidInputError
+from adapter._stop._partial_collector import PartialCollector
 from tests.partial_support import (
     CHILD,
     MARKER,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import PartialCollector
+from adapter._stop._partial_collector import PartialCollector
 from tests.partial_support import (
     NESTED,
     NESTED_ROOTS,

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from adapter import PartialCollector, PartialResult, ToolCallResult
+from adapter import PartialResult, ToolCallResult
 from adapter._exceptions import InvalidInputError
+from adapter._stop._partial_collector import PartialCollector
 from tests.partial_support import (
     NESTED,
     PARTIAL,

@@ -20,14 +20,15 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .._base._jsonable import jsonable
 
-if TYPE_CHECKING:
-    from ._partial_result import PartialResult
-    from ._stop_report import StopReport
-    from ._usage import SessionUsage, TurnUsage
+# Imported at run time, not under TYPE_CHECKING: ``typing.get_type_hints`` on an event
+# (serialisers such as pydantic and msgspec call it) must resolve every annotation.
+from ._partial_result import PartialResult
+from ._stop_report import StopReport
+from ._usage import SessionUsage, TurnUsage
 
 __all__ = [
     "AnyEvent",

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .._base._jsonable import jsonable
+
+# At run time, so ``typing.get_type_hints(ThreadHistory)`` resolves ``Message``.
+from .._client._responses import Message
 from ._events import RetryStatus
 from ._partial_result import PartialResult
 from ._permissions import PermissionRule
 from ._stop_report import StopReport
 from ._usage import TurnUsage
-
-if TYPE_CHECKING:
-    from .._client._responses import Message
 
 __all__ = ["InterruptResult", "SessionInfo", "ThreadHistory", "ThreadStatus", "TurnStart"]
 

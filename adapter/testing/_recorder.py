@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
+
+# At run time, so ``typing.get_type_hints(EventRecorder.__init__)`` resolves it.
+from adapter import OpenCodeAdapter
 
 from .._base._closing import AsyncClosing
 from .._stream._hub import EventStream
 from .._types._events import Event
-
-if TYPE_CHECKING:
-    from adapter import OpenCodeAdapter
 
 __all__ = ["EventRecorder"]
 
