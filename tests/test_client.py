@@ -28,7 +28,7 @@ FAST_RETRY = RetryPolicy(attempts=3, initial_wait=0.001, max_wait=0.002)
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[OpenCodeClient]:
+async def opencode_client() -> AsyncIterator[OpenCodeClient]:
     async with OpenCodeClient(BASE, retry=FAST_RETRY, directory="/work/project") as c:
         yield c
 
@@ -69,10 +69,10 @@ async def test_basic_auth_and_directory_header_are_sent(router: respx.MockRouter
 
 
 async def test_no_auth_header_without_password(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     route = router.get("/global/health").respond(json={"healthy": True})
-    await client.health()
+    await opencode_client.health()
     assert "authorization" not in route.calls.last.request.headers
 
 
@@ -108,10 +108,10 @@ def test_credentials_in_the_url_are_refused() -> None:
 
 
 async def test_every_request_is_logged_with_operation_session_status_duration(
-    router: respx.MockRouter, client: OpenCodeClient, captured_logs: list[dict[str, Any]]
+    router: respx.MockRouter, opencode_client: OpenCodeClient, captured_logs: list[dict[str, Any]]
 ) -> None:
     router.post("/session/ses_a/abort").respond(json=True)
-    await client.abort("ses_a")
+    await opencode_client.abort("ses_a")
     entry = next(e for e in captured_logs if e["event"] == "opencode.request")
     assert entry["operation"] == "abort"
     assert entry["session_id"] == "ses_a"
@@ -119,34 +119,34 @@ async def test_every_request_is_logged_with_operation_session_status_duration(
     assert entry["duration_ms"] >= 0
 
 
-async def test_401_is_auth_error(router: respx.MockRouter, client: OpenCodeClient) -> None:
+async def test_401_is_auth_error(router: respx.MockRouter, opencode_client: OpenCodeClient) -> None:
     router.get("/session/ses_a").respond(401)
     with pytest.raises(AuthError) as caught:
-        await client.get_session("ses_a")
+        await opencode_client.get_session("ses_a")
     assert caught.value.status == 401
     assert caught.value.operation == "get_session"
 
 
 async def test_not_found_by_status_and_by_body(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     router.get("/session/ses_a").mock(return_value=not_found("ses_a"))
     router.get("/session/ses_b/children").respond(
         400, json={"name": "NotFoundError", "data": {"message": "Session not found: ses_b"}}
     )
     with pytest.raises(NotFoundError) as caught:
-        await client.get_session("ses_a")
+        await opencode_client.get_session("ses_a")
     assert caught.value.server_message == "Session not found: ses_a"
     with pytest.raises(NotFoundError):
-        await client.children("ses_b")
+        await opencode_client.children("ses_b")
 
 
 async def test_request_error_carries_operation_status_and_server_message(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     router.post("/session/ses_a/revert").mock(return_value=error(409, "session is busy"))
     with pytest.raises(RequestError) as caught:
-        await client.revert("ses_a", "msg_1")
+        await opencode_client.revert("ses_a", "msg_1")
     err = caught.value
     assert (err.operation, err.status, err.server_message) == ("revert", 409, "session is busy")
     assert str(err) == "revert failed for ses_a (HTTP 409): session is busy"
@@ -162,11 +162,11 @@ async def test_request_error_carries_operation_status_and_server_message(
     ],
 )
 async def test_malformed_responses_are_protocol_errors(
-    router: respx.MockRouter, client: OpenCodeClient, body: bytes, content_type: str
+    router: respx.MockRouter, opencode_client: OpenCodeClient, body: bytes, content_type: str
 ) -> None:
     router.get("/session/ses_a").respond(200, content=body, headers={"content-type": content_type})
     with pytest.raises(ProtocolError):
-        await client.get_session("ses_a")
+        await opencode_client.get_session("ses_a")
 
 
 async def test_huge_bodies_are_refused_with_bounded_reads(router: respx.MockRouter) -> None:
@@ -207,9 +207,9 @@ async def test_declared_oversize_is_refused_before_reading(router: respx.MockRou
 
 @pytest.mark.parametrize("bad", ["../../global/dispose", "ses_a/b", "ses_%2F", "abc", "ses_é", ""])
 async def test_invalid_caller_ids_are_refused_without_a_request(
-    router: respx.MockRouter, client: OpenCodeClient, bad: str
+    router: respx.MockRouter, opencode_client: OpenCodeClient, bad: str
 ) -> None:
-    for call in (*session_calls(client, bad), client.prompt_async(bad, "hi")):
+    for call in (*session_calls(opencode_client, bad), opencode_client.prompt_async(bad, "hi")):
         with pytest.raises(InvalidInputError):
             await call
     assert router.calls.call_count == 0
@@ -233,19 +233,22 @@ async def test_invalid_caller_ids_are_refused_without_a_request(
     ],
 )
 async def test_children(
-    router: respx.MockRouter, client: OpenCodeClient, created: dict[str, int], listed: list[str]
+    router: respx.MockRouter,
+    opencode_client: OpenCodeClient,
+    created: dict[str, int],
+    listed: list[str],
 ) -> None:
     router.get("/session/ses_p/children").respond(
         json=[session_json(sid, "ses_p", time) for sid, time in created.items()]
     )
-    kids = await client.children("ses_p")
+    kids = await opencode_client.children("ses_p")
     assert [k.id for k in kids] == listed
     assert kids[0].parent_id == "ses_p"
     assert kids[0].title == f"title of {listed[0]}"
 
 
 async def test_status_map_and_messages_are_typed(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     router.get("/session/status").respond(
         json={
@@ -254,12 +257,12 @@ async def test_status_map_and_messages_are_typed(
         }
     )
     router.get("/session/ses_a/message").respond(json=[message_json("ses_a", "msg_1")])
-    status = await client.status()
+    status = await opencode_client.status()
     assert status["ses_a"] == SessionStatus("busy")
     assert (
         status["ses_b"].type == "retry" and status["ses_b"].attempt == 2 and status["ses_b"].is_busy
     )
-    [msg] = await client.messages("ses_a")
+    [msg] = await opencode_client.messages("ses_a")
     assert msg.info.error is not None and msg.info.error.name == "MessageAbortedError"
     assert msg.parts[0].text == "hello"
     tool = msg.parts[1]
@@ -267,11 +270,11 @@ async def test_status_map_and_messages_are_typed(
 
 
 async def test_prompt_async_body_and_it_is_never_retried(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     route = router.post("/session/ses_a/prompt_async").mock(return_value=error(503, "overloaded"))
     with pytest.raises(RequestError) as caught:
-        await client.prompt_async(
+        await opencode_client.prompt_async(
             "ses_a",
             "do it",
             message_id="msg_00000000000aAbBcCdDeEfFgG",
@@ -288,28 +291,30 @@ async def test_prompt_async_body_and_it_is_never_retried(
         "agent": "build",
     }
     route.mock(return_value=httpx.Response(204))
-    assert await client.prompt_async("ses_a", "again") is None
+    assert await opencode_client.prompt_async("ses_a", "again") is None
 
 
 async def test_permission_and_question_replies(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     perm = router.post("/permission/per_1/reply").respond(json=True)
     question = router.post("/question/que_1/reply").respond(json=True)
     reject = router.post("/question/que_2/reject").respond(json=True)
-    assert await client.permission_reply("per_1", "always")
-    assert await client.question_reply("que_1", [["Yes"], ["A", "B"]])
-    assert await client.question_reject("que_2")
+    assert await opencode_client.permission_reply("per_1", "always")
+    assert await opencode_client.question_reply("que_1", [["Yes"], ["A", "B"]])
+    assert await opencode_client.question_reject("que_2")
     assert json.loads(perm.calls.last.request.content) == {"reply": "always"}
     assert json.loads(question.calls.last.request.content) == {"answers": [["Yes"], ["A", "B"]]}
     assert reject.call_count == 1
     with pytest.raises(InvalidInputError):
-        await client.permission_reply("per_1", "sometimes")  # type: ignore[arg-type]
+        await opencode_client.permission_reply("per_1", "sometimes")  # type: ignore[arg-type]
 
 
-async def test_create_session_with_parent(router: respx.MockRouter, client: OpenCodeClient) -> None:
+async def test_create_session_with_parent(
+    router: respx.MockRouter, opencode_client: OpenCodeClient
+) -> None:
     route = router.post("/session").respond(json=session_json("ses_kid", "ses_p", 1))
-    session = await client.create_session(title="t", parent_id="ses_p")
+    session = await opencode_client.create_session(title="t", parent_id="ses_p")
     assert session.parent_id == "ses_p"
     assert json.loads(route.calls.last.request.content) == {"title": "t", "parentID": "ses_p"}
 
@@ -319,21 +324,21 @@ async def test_create_session_with_parent(router: respx.MockRouter, client: Open
     [httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("reset")],
 )
 async def test_transient_transport_faults_are_retried(
-    router: respx.MockRouter, client: OpenCodeClient, fault: Exception
+    router: respx.MockRouter, opencode_client: OpenCodeClient, fault: Exception
 ) -> None:
     route = router.get("/session/ses_a/children").mock(
         side_effect=[fault, fault, httpx.Response(200, json=[])]
     )
-    assert await client.children("ses_a") == []
+    assert await opencode_client.children("ses_a") == []
     assert route.call_count == 3
 
 
 async def test_429_then_exhausted_retries_raise_typed_error(
-    router: respx.MockRouter, client: OpenCodeClient, captured_logs: list[dict[str, Any]]
+    router: respx.MockRouter, opencode_client: OpenCodeClient, captured_logs: list[dict[str, Any]]
 ) -> None:
     route = router.get("/session/status").mock(return_value=error(429, "slow down"))
     with pytest.raises(RequestError) as caught:
-        await client.status()
+        await opencode_client.status()
     assert route.call_count == 3
     assert caught.value.status == 429
     assert "after 3 attempts" in str(caught.value)
@@ -341,11 +346,11 @@ async def test_429_then_exhausted_retries_raise_typed_error(
 
 
 async def test_connection_refused_is_a_request_error(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     router.post("/session").mock(side_effect=httpx.ConnectError("refused"))
     with pytest.raises(RequestError) as caught:
-        await client.create_session()
+        await opencode_client.create_session()
     assert caught.value.status is None
     assert "connection failed" in str(caught.value)
 
@@ -358,7 +363,7 @@ async def test_closed_client_raises_request_error() -> None:
 
 
 async def test_event_stream_decodes_and_skips_malformed_events(
-    router: respx.MockRouter, client: OpenCodeClient, captured_logs: list[dict[str, Any]]
+    router: respx.MockRouter, opencode_client: OpenCodeClient, captured_logs: list[dict[str, Any]]
 ) -> None:
     body = (
         b'data: {"id":"evt_1","type":"server.connected","properties":{}}\n\n'
@@ -367,20 +372,20 @@ async def test_event_stream_decodes_and_skips_malformed_events(
         b'data: {"id":"evt_2","type":"session.idle","properties":{"sessionID":"ses_a"}}\n\n'
     )
     router.get("/event").respond(200, content=body, headers={"content-type": "text/event-stream"})
-    async with client.event_stream() as events:
+    async with opencode_client.event_stream() as events:
         got = [e["type"] async for e in events]
     assert got == ["server.connected", "session.idle"]
     assert sum(1 for e in captured_logs if e["event"] == "opencode.event.malformed") == 2
 
 
 async def test_event_stream_refuses_a_non_sse_answer(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     router.get("/event").respond(200, json={})
     with pytest.raises(ProtocolError):
-        async with client.event_stream():
+        async with opencode_client.event_stream():
             pass
     router.get("/event").respond(401)
     with pytest.raises(AuthError):
-        async with client.event_stream():
+        async with opencode_client.event_stream():
             pass

@@ -28,7 +28,7 @@ ROOT_ABORTS_PER_STOP = 3
 
 
 @pytest.fixture
-async def client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
+async def opencode_client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
     async with OpenCodeClient(fake.base_url, transport=fake.transport) as c:
         yield c
 
@@ -59,13 +59,15 @@ async def every_abort_sent_while_the_roots_is_held(
 
 
 async def test_known_sessions_and_the_roots_second_abort_go_out_while_its_first_is_in_flight(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
     child, grandchild = busy_branch(fake, root)
     hold = fake.hold("POST", f"/session/{root}/abort")
     stop = asyncio.create_task(
-        stop_tree(client, root, known=[(grandchild, child), (child, root)], abort_root_twice=True)
+        stop_tree(
+            opencode_client, root, known=[(grandchild, child), (child, root)], abort_root_twice=True
+        )
     )
     await hold.wait_started()
     async with asyncio.timeout(2):
@@ -93,19 +95,21 @@ async def test_known_sessions_and_the_roots_second_abort_go_out_while_its_first_
 
 
 async def test_a_known_session_outside_the_tree_is_never_touched(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
     stranger_parent = fake.add_session(busy=True)
     stranger = fake.add_session(parent_id=stranger_parent, busy=True)
-    report = await stop_tree(client, root, known=[(stranger, stranger_parent), ("not-an-id", root)])
+    report = await stop_tree(
+        opencode_client, root, known=[(stranger, stranger_parent), ("not-an-id", root)]
+    )
     assert report.session_ids == (root,)
     assert not any(stranger in p or stranger_parent in p for p in log(fake))
     assert fake.sessions[stranger].busy
 
 
 async def test_a_failed_second_root_abort_does_not_fail_the_stop(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
     seen = 0
@@ -116,7 +120,7 @@ async def test_a_failed_second_root_abort_does_not_fail_the_stop(
         return httpx.Response(400, json={"name": "BadRequest"}) if seen == 2 else None
 
     fake.on("POST", f"/session/{root}/abort", second_fails)
-    report = await stop_tree(client, root, abort_root_twice=True)
+    report = await stop_tree(opencode_client, root, abort_root_twice=True)
     assert seen == 3 and report.ok and report[root].outcome == "aborted"
 
 
@@ -215,7 +219,7 @@ async def test_output_of_a_step_begun_during_the_stop_is_late(
 
 
 async def test_second_aborts_still_in_flight_do_not_hold_the_finished_walk(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     """Only a session's first abort counts: once every first abort and listing is done,
     the walk cancels the second aborts it is still waiting on (here the first abort of
@@ -229,7 +233,7 @@ async def test_second_aborts_still_in_flight_do_not_hold_the_finished_walk(
 
     async with asyncio.timeout(5):  # held: until the walk's 60 s timeout before
         report = await stop_tree(
-            client,
+            opencode_client,
             root,
             root_abort=acknowledged,
             known=[(child, root)],

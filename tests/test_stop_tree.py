@@ -24,7 +24,7 @@ ROOT = "ses_root"
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[OpenCodeClient]:
+async def opencode_client() -> AsyncIterator[OpenCodeClient]:
     async with OpenCodeClient(
         BASE, retry=RetryPolicy(attempts=3, initial_wait=0.001, max_wait=0.002)
     ) as c:
@@ -36,11 +36,11 @@ def tree(router: respx.MockRouter, children: dict[str, list[str]]) -> TreeApi:
 
 
 async def test_root_is_aborted_and_settled_before_any_other_request(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_aa"]})
     gate = api.abort_hooks[ROOT] = Gate()
-    task = asyncio.create_task(stop_tree(client, ROOT))
+    task = asyncio.create_task(stop_tree(opencode_client, ROOT))
     await gate.started.wait()
     await asyncio.sleep(0.01)
     assert api.calls == [("abort", ROOT)], "nothing may start while the root abort is pending"
@@ -54,11 +54,11 @@ async def test_root_is_aborted_and_settled_before_any_other_request(
 
 
 async def test_nested_and_late_children_are_stopped(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a"], "ses_a": ["ses_a1"], "ses_a1": ["ses_a11"]})
     gate = api.abort_hooks[ROOT] = Gate()
-    task = asyncio.create_task(stop_tree(client, ROOT))
+    task = asyncio.create_task(stop_tree(opencode_client, ROOT))
     await gate.started.wait()
     api.children[ROOT].append("ses_late")  # spawned while the root abort was held
     api.children["ses_late"] = ["ses_late_kid"]
@@ -70,7 +70,7 @@ async def test_nested_and_late_children_are_stopped(
 
 
 async def test_unrelated_sessions_are_never_requested(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(
         router,
@@ -82,7 +82,7 @@ async def test_unrelated_sessions_are_never_requested(
         },
     )
     api.busy = {"ses_unrelated", "ses_unrelated_kid"}
-    await stop_tree(client, ROOT)
+    await stop_tree(opencode_client, ROOT)
     touched = {sid for _, sid in api.calls}
     assert "ses_unrelated" not in touched
     assert "ses_unrelated_kid" not in touched
@@ -90,7 +90,7 @@ async def test_unrelated_sessions_are_never_requested(
 
 
 async def test_peak_in_flight_is_exactly_the_concurrency(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     # Wide and nested: 8 children, 7 of which have 8 children each; every
     # grandchild abort and one listing are held until the limit is reached.
@@ -112,7 +112,7 @@ async def test_peak_in_flight_is_exactly_the_concurrency(
         for j in range(8):
             api.abort_hooks[f"{k}_n{j}"] = hold
     api.children_hooks["ses_c0"] = hold
-    task = asyncio.create_task(stop_tree(client, ROOT, concurrency=8))
+    task = asyncio.create_task(stop_tree(opencode_client, ROOT, concurrency=8))
     await asyncio.wait_for(reached.wait(), 5)
     for _ in range(20):
         await asyncio.sleep(0)
@@ -127,23 +127,23 @@ async def test_peak_in_flight_is_exactly_the_concurrency(
 
 @pytest.mark.parametrize("concurrency", [1, 3])
 async def test_concurrency_limit_is_respected(
-    router: respx.MockRouter, client: OpenCodeClient, concurrency: int
+    router: respx.MockRouter, opencode_client: OpenCodeClient, concurrency: int
 ) -> None:
     children = {ROOT: [f"ses_{i}" for i in range(20)]}
     api = tree(router, children)
     api.latency = lambda kind, sid: 0.002
-    report = await stop_tree(client, ROOT, concurrency=concurrency)
+    report = await stop_tree(opencode_client, ROOT, concurrency=concurrency)
     assert api.max_in_flight == concurrency
     assert report.max_in_flight == concurrency
 
 
 async def test_one_failing_child_abort_every_sibling_still_attempted(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_bad", "ses_ok1", "ses_ok2"], "ses_ok1": ["ses_ok1_kid"]})
     failing = Gate(error(400, "child abort failed"))
     api.abort_hooks["ses_bad"] = failing
-    task = asyncio.create_task(stop_tree(client, ROOT))
+    task = asyncio.create_task(stop_tree(opencode_client, ROOT))
     await failing.started.wait()
     await asyncio.sleep(0.02)
     assert not task.done(), "the stop must wait for every abort"
@@ -164,14 +164,14 @@ async def test_one_failing_child_abort_every_sibling_still_attempted(
 
 
 async def test_first_failure_is_first_in_breadth_first_order(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_a1"]})
     # ses_a1 (deeper) fails first in time; ses_b (earlier in BFS) fails later.
     slow_b = Gate(error(400, "b failed"))
     api.abort_hooks["ses_b"] = slow_b
     api.abort_hooks["ses_a1"] = lambda sid: _resp(error(400, "a1 failed"))
-    task = asyncio.create_task(stop_tree(client, ROOT))
+    task = asyncio.create_task(stop_tree(opencode_client, ROOT))
     await slow_b.started.wait()
     while "ses_a1" not in api.aborts:
         await asyncio.sleep(0.001)
@@ -188,25 +188,25 @@ async def _resp(response: httpx.Response) -> httpx.Response:
 
 
 async def test_root_failure_is_first_and_does_not_skip_the_walk(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a"], "ses_a": []})
     api.abort_hooks[ROOT] = lambda sid: _resp(error(400, "root refused"))
     api.abort_hooks["ses_a"] = lambda sid: _resp(error(400, "a refused"))
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, ROOT)
+        await stop_tree(opencode_client, ROOT)
     assert caught.value.first_failure is not None
     assert caught.value.first_failure.session_id == ROOT
     assert "ses_a" in api.aborts
 
 
 async def test_not_found_means_already_gone(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_gone", "ses_kidless"], "ses_kidless": []})
     api.children_hooks["ses_kidless"] = lambda sid: _resp(not_found(sid))
     api.abort_hooks["ses_gone"] = lambda sid: _resp(not_found(sid))
-    report = await stop_tree(client, ROOT)
+    report = await stop_tree(opencode_client, ROOT)
     assert report["ses_gone"].outcome == "not_found"
     assert report["ses_kidless"].outcome == "aborted"
     assert report.ok
@@ -214,16 +214,16 @@ async def test_not_found_means_already_gone(
 
 
 async def test_root_children_404_is_not_a_failure(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     tree(router, {})  # the root is unknown: abort says true, children says 404
-    report = await stop_tree(client, ROOT)
+    report = await stop_tree(opencode_client, ROOT)
     assert report.session_ids == (ROOT,)
     assert report.ok
 
 
 async def test_cycles_and_diamonds_are_visited_once(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(
         router,
@@ -234,23 +234,25 @@ async def test_cycles_and_diamonds_are_visited_once(
             "ses_shared": ["ses_a"],  # cycle
         },
     )
-    report = await stop_tree(client, ROOT)
+    report = await stop_tree(opencode_client, ROOT)
     assert sorted(api.aborts) == sorted([ROOT, "ses_a", "ses_b", "ses_shared"])
     assert sorted(api.listings) == sorted([ROOT, "ses_a", "ses_b", "ses_shared"])
     assert len(report) == 4
 
 
 async def test_children_are_ordered_by_creation_time(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_z", "ses_y", "ses_x"]})
     api.created = {"ses_z": 3.0, "ses_y": 1.0, "ses_x": 2.0}
-    report = await stop_tree(client, ROOT, concurrency=1)
+    report = await stop_tree(opencode_client, ROOT, concurrency=1)
     assert report.session_ids == (ROOT, "ses_y", "ses_x", "ses_z")
     assert api.aborts == [ROOT, "ses_y", "ses_x", "ses_z"]
 
 
-async def test_walk_is_work_conserving(router: respx.MockRouter, client: OpenCodeClient) -> None:
+async def test_walk_is_work_conserving(
+    router: respx.MockRouter, opencode_client: OpenCodeClient
+) -> None:
     # One slow abort at level 1 must not stop the walk from going deeper elsewhere.
     api = tree(
         router,
@@ -258,7 +260,7 @@ async def test_walk_is_work_conserving(router: respx.MockRouter, client: OpenCod
     )
     slow = Gate()
     api.abort_hooks["ses_slow"] = slow
-    task = asyncio.create_task(stop_tree(client, ROOT, concurrency=2))
+    task = asyncio.create_task(stop_tree(opencode_client, ROOT, concurrency=2))
     await slow.started.wait()
     for _ in range(200):
         if "ses_deeper" in api.aborts:
@@ -272,13 +274,13 @@ async def test_walk_is_work_conserving(router: respx.MockRouter, client: OpenCod
 
 
 async def test_whole_walk_timeout_with_a_hanging_abort(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_hang", "ses_ok"]})
     hang = Gate()
     api.abort_hooks["ses_hang"] = hang
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, ROOT, timeout=0.2)
+        await stop_tree(opencode_client, ROOT, timeout=0.2)
     err = caught.value
     assert isinstance(err.cause, TimeoutError)
     assert err.report["ses_ok"].outcome == "aborted"
@@ -291,7 +293,7 @@ async def test_whole_walk_timeout_with_a_hanging_abort(
 
 
 async def test_transient_503_is_retried_then_succeeds(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_flaky"]})
     attempts: list[int] = []
@@ -301,18 +303,18 @@ async def test_transient_503_is_retried_then_succeeds(
         return error(503, "busy") if len(attempts) < 3 else None
 
     api.abort_hooks["ses_flaky"] = flaky
-    report = await stop_tree(client, ROOT)
+    report = await stop_tree(opencode_client, ROOT)
     assert report["ses_flaky"].outcome == "aborted"
     assert len(attempts) == 3
 
 
 async def test_retries_exhausted_is_a_failure(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_flaky"]})
     api.abort_hooks["ses_flaky"] = lambda sid: _resp(error(503, "still busy"))
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, ROOT)
+        await stop_tree(opencode_client, ROOT)
     assert api.aborts.count("ses_flaky") == 3
     assert isinstance(caught.value.cause, RequestError)
     assert caught.value.cause.status == 503
@@ -333,7 +335,7 @@ async def test_retries_exhausted_is_a_failure(
     ],
 )
 async def test_hostile_child_ids_are_refused_without_any_request(
-    router: respx.MockRouter, client: OpenCodeClient, hostile: object
+    router: respx.MockRouter, opencode_client: OpenCodeClient, hostile: object
 ) -> None:
     api = tree(router, {ROOT: ["ses_good"], "ses_good": []})
 
@@ -344,7 +346,7 @@ async def test_hostile_child_ids_are_refused_without_any_request(
 
     api.children_hooks[ROOT] = evil
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, ROOT)
+        await stop_tree(opencode_client, ROOT)
     assert isinstance(caught.value.cause, ProtocolError)
     assert caught.value.first_failure is not None
     assert caught.value.first_failure.failed_step == "children"
@@ -355,7 +357,7 @@ async def test_hostile_child_ids_are_refused_without_any_request(
 
 
 async def test_verification_pass_catches_a_root_busy_again(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a"], "ses_a": []})
     seen = {"rounds": 0}
@@ -369,7 +371,7 @@ async def test_verification_pass_catches_a_root_busy_again(
         return httpx.Response(200, json={"ses_other": {"type": "busy"}})
 
     api.status_hook = status
-    report = await stop_tree(client, ROOT)
+    report = await stop_tree(opencode_client, ROOT)
     assert api.aborts.count(ROOT) == 2
     assert report[ROOT].reaborts == 1
     assert "ses_after" in api.aborts
@@ -378,33 +380,35 @@ async def test_verification_pass_catches_a_root_busy_again(
 
 
 async def test_sessions_that_stay_busy_fail_the_stop(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: []})
     api.status_hook = lambda: _resp(httpx.Response(200, json={ROOT: {"type": "busy"}}))
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, ROOT, max_verify_rounds=2)
+        await stop_tree(opencode_client, ROOT, max_verify_rounds=2)
     assert caught.value.report.still_busy == (ROOT,)
     assert caught.value.report.verify_rounds == 2
 
 
-async def test_verify_can_be_turned_off(router: respx.MockRouter, client: OpenCodeClient) -> None:
+async def test_verify_can_be_turned_off(
+    router: respx.MockRouter, opencode_client: OpenCodeClient
+) -> None:
     api = tree(router, {ROOT: []})
-    report = await stop_tree(client, ROOT, verify=False)
+    report = await stop_tree(opencode_client, ROOT, verify=False)
     assert report.verify_rounds == 0
     assert ("status", "") not in api.calls
 
 
 async def test_tree_larger_than_the_bound_is_refused(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     tree(router, {ROOT: [f"ses_{i}" for i in range(50)]})
     with pytest.raises(TreeStopError, match="more than 10 sessions"):
-        await stop_tree(client, ROOT, max_sessions=10)
+        await stop_tree(opencode_client, ROOT, max_sessions=10)
 
 
 async def test_custom_root_abort_replaces_the_root_request(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a"]})
     called: list[str] = []
@@ -412,29 +416,31 @@ async def test_custom_root_abort_replaces_the_root_request(
     async def root_abort() -> None:
         called.append("root")
 
-    report = await stop_tree(client, ROOT, root_abort=root_abort)
+    report = await stop_tree(opencode_client, ROOT, root_abort=root_abort)
     assert called == ["root"]
     assert ROOT not in api.aborts
     assert report[ROOT].outcome == "aborted"
 
 
 @pytest.mark.parametrize("bad", ["", "../x", "abc", "ses_/"])
-async def test_invalid_root_is_refused(client: OpenCodeClient, bad: str) -> None:
+async def test_invalid_root_is_refused(opencode_client: OpenCodeClient, bad: str) -> None:
     with pytest.raises(InvalidInputError):
-        await stop_tree(client, bad)
+        await stop_tree(opencode_client, bad)
 
 
-async def test_invalid_parameters_are_refused(client: OpenCodeClient) -> None:
+async def test_invalid_parameters_are_refused(opencode_client: OpenCodeClient) -> None:
     with pytest.raises(InvalidInputError):
-        await stop_tree(client, ROOT, concurrency=0)
+        await stop_tree(opencode_client, ROOT, concurrency=0)
     with pytest.raises(InvalidInputError):
-        await stop_tree(client, ROOT, timeout=0)
+        await stop_tree(opencode_client, ROOT, timeout=0)
 
 
-async def test_report_renders_as_a_tree(router: respx.MockRouter, client: OpenCodeClient) -> None:
+async def test_report_renders_as_a_tree(
+    router: respx.MockRouter, opencode_client: OpenCodeClient
+) -> None:
     api = tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_a1"]})
     api.abort_hooks["ses_b"] = lambda sid: _resp(not_found(sid))
-    report = await stop_tree(client, ROOT)
+    report = await stop_tree(opencode_client, ROOT)
     text = str(report)
     lines = text.splitlines()
     assert lines[0].startswith("ses_root  aborted")
@@ -445,7 +451,7 @@ async def test_report_renders_as_a_tree(router: respx.MockRouter, client: OpenCo
 
 
 async def test_a_verify_reabort_that_lands_supersedes_a_failed_abort(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: []})
     calls = {"n": 0}
@@ -456,28 +462,31 @@ async def test_a_verify_reabort_that_lands_supersedes_a_failed_abort(
 
     api.abort_hooks[ROOT] = first_fails
     api.busy = {ROOT}
-    report = await stop_tree(client, ROOT)
+    report = await stop_tree(opencode_client, ROOT)
     assert report[ROOT].outcome == "aborted" and report[ROOT].reaborts == 1
     assert report.ok
 
 
 async def test_progress_reports_settled_and_discovered(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_c"]})
     seen: list[tuple[int, int]] = []
     await stop_tree(
-        client, ROOT, concurrency=1, progress=lambda done, known: seen.append((done, known))
+        opencode_client,
+        ROOT,
+        concurrency=1,
+        progress=lambda done, known: seen.append((done, known)),
     )
     assert seen == [(1, 1), (2, 3), (3, 3), (4, 4)]
 
 
 async def test_eager_root_listing_stops_children_while_the_root_abort_is_in_flight(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a", "ses_b"], "ses_a": ["ses_a1"]})
     gate = api.abort_hooks[ROOT] = Gate()
-    task = asyncio.create_task(stop_tree(client, ROOT, eager_root_listing=True))
+    task = asyncio.create_task(stop_tree(opencode_client, ROOT, eager_root_listing=True))
     await gate.started.wait()
     for _ in range(200):
         if {"ses_a", "ses_b", "ses_a1"} <= set(api.aborts):
@@ -495,7 +504,7 @@ async def test_eager_root_listing_stops_children_while_the_root_abort_is_in_flig
 
 
 async def test_a_failed_early_listing_is_not_a_failure(
-    router: respx.MockRouter, client: OpenCodeClient
+    router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
     api = tree(router, {ROOT: ["ses_a"]})
     calls = {"n": 0}
@@ -505,5 +514,5 @@ async def test_a_failed_early_listing_is_not_a_failure(
         return error(400, "not now") if calls["n"] == 1 else None
 
     api.children_hooks[ROOT] = first_listing_fails
-    report = await stop_tree(client, ROOT, eager_root_listing=True)
+    report = await stop_tree(opencode_client, ROOT, eager_root_listing=True)
     assert report.ok and "ses_a" in api.aborts

@@ -23,7 +23,7 @@ def fake_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-async def client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
+async def opencode_client(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
     """A client on ``fake``; on exit, asserts it left no request in flight and no task."""
     before = asyncio.all_tasks()
     async with OpenCodeClient(

@@ -104,7 +104,7 @@ def assert_only_valid_paths(fake: FakeOpenCodeServer, *forbidden: str) -> None:
 )
 async def test_a_malformed_body_is_a_protocol_error_never_a_crash(
     fake: FakeOpenCodeServer,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     method: str,
     route: str,
     call: Any,
@@ -113,7 +113,7 @@ async def test_a_malformed_body_is_a_protocol_error_never_a_crash(
     root = fake.add_session()
     fake.fail(method, route, status=200, times=None, body=body)
     with pytest.raises(ProtocolError):
-        await call(client, root)
+        await call(opencode_client, root)
 
 
 @pytest.mark.parametrize(
@@ -127,15 +127,15 @@ async def test_a_malformed_body_is_a_protocol_error_never_a_crash(
     ],
 )
 async def test_wrongly_typed_fields_are_protocol_errors(
-    fake: FakeOpenCodeServer, client: OpenCodeClient, route: str, body: Any
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient, route: str, body: Any
 ) -> None:
     root = fake.add_session()
     fake.fail("GET", route, status=200, times=None, body=body)
     with pytest.raises(ProtocolError):
         if route == "/session/status":
-            await client.status()
+            await opencode_client.status()
         else:
-            await client.children(root)
+            await opencode_client.children(root)
 
 
 @pytest.mark.parametrize(
@@ -144,28 +144,28 @@ async def test_wrongly_typed_fields_are_protocol_errors(
 )
 async def test_untrusted_status_entries_are_skipped_and_the_rest_kept(
     fake: FakeOpenCodeServer,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     entry: dict[str, Any],
     captured_logs: list[dict[str, Any]],
 ) -> None:
     fake.fail(
         "GET", "/session/status", status=200, times=None, body={**entry, "ses_ok": {"type": "busy"}}
     )
-    statuses = await client.status()
+    statuses = await opencode_client.status()
     assert list(statuses) == ["ses_ok"]
     assert any(e["event"] == "opencode.status_entry_skipped" for e in captured_logs)
 
 
 @pytest.mark.parametrize("answer", [b'"yes"', b"1", b"{}", b""])
 async def test_an_abort_answered_with_a_non_boolean_fails_that_session_not_the_walk(
-    fake: FakeOpenCodeServer, client: OpenCodeClient, answer: bytes
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient, answer: bytes
 ) -> None:
     root = fake.add_session(busy=True)
     a = fake.add_session(parent_id=root, busy=True)
     b = fake.add_session(parent_id=root, busy=True)
     fake.fail("POST", f"/session/{a}/abort", status=200, times=None, body=answer)
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, root, timeout=2.0)
+        await stop_tree(opencode_client, root, timeout=2.0)
     assert caught.value.first_failure is not None
     assert caught.value.first_failure.session_id == a
     assert isinstance(caught.value.report[a].error, ProtocolError)
@@ -173,12 +173,12 @@ async def test_an_abort_answered_with_a_non_boolean_fails_that_session_not_the_w
 
 
 async def test_a_malformed_status_during_verification_fails_the_stop_with_the_report(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
     fake.fail("GET", "/session/status", status=200, times=None, body=b"<html>")
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, root, timeout=2.0)
+        await stop_tree(opencode_client, root, timeout=2.0)
     assert isinstance(caught.value.cause, ProtocolError)
     assert caught.value.report[root].outcome == "aborted" and not fake.sessions[root].busy
 
@@ -338,7 +338,7 @@ async def test_events_split_anywhere_across_chunks_are_never_refused(
 
 
 async def test_a_cyclic_children_graph_stops_each_session_once(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
     graph = {
@@ -348,7 +348,7 @@ async def test_a_cyclic_children_graph_stops_each_session_once(
         "ses_c": [root, "ses_a"],
     }
     serve_children(fake, graph)
-    report = await stop_tree(client, root, timeout=2.0)
+    report = await stop_tree(opencode_client, root, timeout=2.0)
     assert sorted(report.session_ids) == sorted([root, "ses_a", "ses_b", "ses_c"])
     for sid in report.session_ids:
         assert aborts(fake, sid) == 1
@@ -356,14 +356,14 @@ async def test_a_cyclic_children_graph_stops_each_session_once(
 
 
 async def test_a_hundred_thousand_children_are_refused_beyond_max_sessions(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
     serve_children(fake, {root: [f"ses_flood{i}" for i in range(100_000)]})
     # The refusal, not the time bound, ends the walk: its message says so. (A bound on
     # the wall time failed here on a loaded machine; the timeout is what bounds it.)
     with pytest.raises(TreeStopError) as caught:
-        await stop_tree(client, root, max_sessions=200, timeout=60.0)
+        await stop_tree(opencode_client, root, max_sessions=200, timeout=60.0)
     assert "more than 200 sessions" in str(caught.value)
     assert len(caught.value.report) == 200
     aborted = sum(1 for r in fake.requests if r.path.endswith("/abort"))
@@ -390,12 +390,12 @@ async def test_an_interrupt_on_a_flooded_tree_is_bounded_and_keeps_the_turn(
 
 
 async def test_the_report_of_a_deep_chain_renders(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session()
     chain = [f"ses_deep{i}" for i in range(1200)]
     serve_children(fake, {a: [b] for a, b in zip([root, *chain], chain, strict=False)})
-    report = await stop_tree(client, root, timeout=10.0, verify=False)
+    report = await stop_tree(opencode_client, root, timeout=10.0, verify=False)
     assert len(report) == 1201
     rendered = str(report)
     assert rendered.count("\n") == 1201
@@ -406,9 +406,9 @@ async def test_the_report_of_a_deep_chain_renders(
 
 @pytest.mark.parametrize("bad", HOSTILE_IDS)
 async def test_a_hostile_caller_id_is_refused_before_any_request(
-    fake: FakeOpenCodeServer, client: OpenCodeClient, bad: str
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient, bad: str
 ) -> None:
-    for call in (*session_calls(client, bad), stop_tree(client, bad)):
+    for call in (*session_calls(opencode_client, bad), stop_tree(opencode_client, bad)):
         with pytest.raises(InvalidInputError):
             await call
     assert fake.requests == []
@@ -620,12 +620,12 @@ def poison_status(fake: FakeOpenCodeServer) -> Hook:
 
 
 async def test_a_malformed_stranger_in_the_status_map_does_not_fail_the_stop(
-    fake: FakeOpenCodeServer, client: OpenCodeClient
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
     root = fake.add_session(busy=True)
     kid = fake.add_session(parent_id=root, busy=True)
     poison_status(fake)
-    report = await stop_tree(client, root, timeout=2.0)
+    report = await stop_tree(opencode_client, root, timeout=2.0)
     assert report.ok and not fake.sessions[kid].busy
 
 

@@ -57,12 +57,14 @@ def prompt_requests(fake: FakeOpenCodeServer) -> int:
 
 
 async def test_refused_connections_on_an_idempotent_call_are_retried_until_it_succeeds(
-    fake: FakeOpenCodeServer, client: OpenCodeClient, captured_logs: list[dict[str, object]]
+    fake: FakeOpenCodeServer,
+    opencode_client: OpenCodeClient,
+    captured_logs: list[dict[str, object]],
 ) -> None:
     root = fake.add_session()
     kid = fake.add_session(parent_id=root)
     hook = fake.on("GET", "/session/{id}/children", raising(httpx.ConnectError, times=2))
-    children = await client.children(root)
+    children = await opencode_client.children(root)
     assert [c.id for c in children] == [kid]
     assert hook.call_count == 3
     assert sum(1 for log in captured_logs if log["event"] == "opencode.retry") == 2
@@ -118,11 +120,11 @@ async def test_a_refused_prompt_is_never_retried_and_rolls_the_new_turn_back(
 
 @pytest.mark.parametrize("error", [httpx.RemoteProtocolError, httpx.ReadError])
 async def test_a_reset_mid_response_on_a_read_is_retried(
-    fake: FakeOpenCodeServer, client: OpenCodeClient, error: type[httpx.TransportError]
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient, error: type[httpx.TransportError]
 ) -> None:
     root = fake.add_session()
     hook = fake.on("GET", "/session/{id}/message", raising(error, times=1))
-    assert await client.messages(root) == []
+    assert await opencode_client.messages(root) == []
     assert hook.call_count == 2
 
 
@@ -243,23 +245,23 @@ async def test_a_prompt_the_server_never_answers_is_bounded_by_submit_timeout(
 
 @pytest.mark.parametrize("status", [502, 503, 429])
 async def test_a_burst_of_transient_statuses_is_retried_then_succeeds(
-    fake: FakeOpenCodeServer, client: OpenCodeClient, status: int
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient, status: int
 ) -> None:
     root = fake.add_session(busy=True)
     hook = fake.fail("GET", "/session/status", status=status, times=3)
-    statuses = await client.status()
+    statuses = await opencode_client.status()
     assert statuses[root].is_busy
     assert hook.call_count == 4
 
 
 @pytest.mark.parametrize("status", [502, 503, 429])
 async def test_exhausted_retries_raise_a_request_error_carrying_the_status(
-    fake: FakeOpenCodeServer, client: OpenCodeClient, status: int
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient, status: int
 ) -> None:
     root = fake.add_session()
     hook = fake.fail("POST", "/session/{id}/abort", status=status, times=None)
     with pytest.raises(RequestError) as caught:
-        await client.abort(root)
+        await opencode_client.abort(root)
     assert caught.value.status == status
     assert caught.value.session_id == root and caught.value.operation == "abort"
     assert "injected failure" in str(caught.value) and "after 4 attempts" in str(caught.value)

@@ -80,7 +80,7 @@ def opencode_http(real_server: RealOpenCodeServer) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-async def client(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
+async def opencode_client(real_server: RealOpenCodeServer) -> AsyncIterator[OpenCodeClient]:
     """The adapter's client on ``real_server``, in its directory."""
     async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
         yield c

@@ -47,7 +47,7 @@ async def uis_meter(client: OpenCodeClient, session_id: str) -> int | None:
 async def test_a_turns_meter_is_the_roots_last_step_as_the_ui_counts_it(
     real_server: RealOpenCodeServer,
     scripted_model: ScriptedModelServer,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     unique_name: str,
 ) -> None:
     child, root = f"{unique_name}-child", f"{unique_name}-root"
@@ -64,7 +64,7 @@ async def test_a_turns_meter_is_the_roots_last_step_as_the_ui_counts_it(
         session_id = (await oc.start_session("t", title="meter")).session_id
         await oc.send_turn("t", "go " + script_marker(root))
         done = await rec.wait_for("turn.completed", timeout=60)
-        shown = await uis_meter(client, session_id)
+        shown = await uis_meter(opencode_client, session_id)
         await rec.close()
 
     usage = done.usage
@@ -78,7 +78,7 @@ async def test_a_turns_meter_is_the_roots_last_step_as_the_ui_counts_it(
 async def test_a_stopped_turns_meter_is_its_last_finished_root_step(
     real_server: RealOpenCodeServer,
     scripted_model: ScriptedModelServer,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     unique_name: str,
 ) -> None:
     bash = ToolCall("bash", {"command": "echo hi", "description": "echo"})
@@ -96,7 +96,7 @@ async def test_a_stopped_turns_meter_is_its_last_finished_root_step(
         )
         result = await oc.interrupt_turn("t")
         aborted = await rec.wait_for("turn.aborted", timeout=30)
-        shown = await uis_meter(client, session_id)
+        shown = await uis_meter(opencode_client, session_id)
         await rec.close()
 
     usage = result.usage

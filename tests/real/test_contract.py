@@ -78,16 +78,16 @@ async def start_nested_turn(
 async def test_nested_task_tree_stops_completely(
     oc: OpenCodeAdapter,
     rec: Recorder,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     scripted_model: ScriptedModelServer,
     unique_name: str,
 ) -> None:
     root, turn_id = await start_nested_turn(oc, scripted_model, unique_name, "nested")
-    tree = await tree_of(client, root)
+    tree = await tree_of(opencode_client, root)
     assert len(tree) == 3
     result = await oc.interrupt_turn("nested", turn_id)
     assert set(result.stop.session_ids if result.stop else ()) == set(tree)
-    assert not (await busy(client)) & set(tree), "every tree session is idle"
+    assert not (await busy(opencode_client)) & set(tree), "every tree session is idle"
     assert scripted_model.open_requests(session_ids=tree) == []
     aborted = await rec.wait_for("turn.aborted")
     assert aborted.turn_id == turn_id and aborted.reason == "Interrupted by user."
@@ -96,7 +96,7 @@ async def test_nested_task_tree_stops_completely(
 async def test_api_children_stop_and_unrelated_sessions_are_untouched(
     oc: OpenCodeAdapter,
     rec: Recorder,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     scripted_model: ScriptedModelServer,
     unique_name: str,
     captured_logs: list[dict[str, Any]],
@@ -108,13 +108,17 @@ async def test_api_children_stop_and_unrelated_sessions_are_untouched(
     await oc.send_turn("api", "go " + script_marker(hang))
     # Children created through the API, each busy with a hanging model call:
     # a root abort alone does not stop them.
-    kids = [await client.create_session(title=f"kid {i}", parent_id=root) for i in range(3)]
-    grandkid = await client.create_session(title="grandkid", parent_id=kids[0].id)
-    unrelated = await client.create_session(title="unrelated")
-    unrelated_kid = await client.create_session(title="unrelated kid", parent_id=unrelated.id)
+    kids = [
+        await opencode_client.create_session(title=f"kid {i}", parent_id=root) for i in range(3)
+    ]
+    grandkid = await opencode_client.create_session(title="grandkid", parent_id=kids[0].id)
+    unrelated = await opencode_client.create_session(title="unrelated")
+    unrelated_kid = await opencode_client.create_session(
+        title="unrelated kid", parent_id=unrelated.id
+    )
     working = [k.id for k in kids] + [grandkid.id, unrelated.id, unrelated_kid.id]
     for sid in working:
-        await client.prompt_async(sid, "work " + script_marker(hang))
+        await opencode_client.prompt_async(sid, "work " + script_marker(hang))
     everyone = [root, *working]
     await scripted_model.wait_for_async(
         lambda reqs: {r.session_id for r in reqs if r.open and not r.is_title} >= set(everyone),
@@ -124,7 +128,7 @@ async def test_api_children_stop_and_unrelated_sessions_are_untouched(
     result = await oc.interrupt_turn("api")
     tree = {root, grandkid.id, *(k.id for k in kids)}
     assert result.stop is not None and set(result.stop.session_ids) == tree
-    still_busy = await busy(client)
+    still_busy = await busy(opencode_client)
     assert not still_busy & tree
     assert {unrelated.id, unrelated_kid.id} <= still_busy
     assert {r.session_id for r in scripted_model.open_requests()} >= {
@@ -134,13 +138,13 @@ async def test_api_children_stop_and_unrelated_sessions_are_untouched(
     assert not scripted_model.open_requests(session_ids=sorted(tree))
     requested = {e.get("session_id") for e in captured_logs if e["event"] == "opencode.request"}
     assert unrelated.id not in requested and unrelated_kid.id not in requested
-    await client.abort(unrelated_kid.id)
-    await client.abort(unrelated.id)
+    await opencode_client.abort(unrelated_kid.id)
+    await opencode_client.abort(unrelated.id)
 
 
 async def test_no_model_request_after_stop(
     oc: OpenCodeAdapter,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     scripted_model: ScriptedModelServer,
     unique_name: str,
     capsys: pytest.CaptureFixture[str],
@@ -151,19 +155,19 @@ async def test_no_model_request_after_stop(
         for strategy in ("ours", "root-only"):
             thread = f"{strategy}-{i}"
             root, _ = await start_nested_turn(oc, scripted_model, f"{unique_name}-{thread}", thread)
-            tree = await tree_of(client, root)
+            tree = await tree_of(opencode_client, root)
             pressed = time.monotonic()
             if strategy == "ours":
                 await oc.interrupt_turn(thread)
             else:
-                await client.abort(root)
+                await opencode_client.abort(root)
             returned = time.monotonic()
             await asyncio.sleep(QUIET)
             during = scripted_model.requests_after(pressed, session_ids=tree)
             after = scripted_model.requests_after(returned, session_ids=tree)
             figures[strategy][0] += len([r for r in during if r.started_at < returned])
             figures[strategy][1] += len(after)
-            figures[strategy][2] += len((await busy(client)) & set(tree))
+            figures[strategy][2] += len((await busy(opencode_client)) & set(tree))
             if strategy == "root-only":
                 await oc.interrupt_turn(thread)  # clean up what the root abort left
     with capsys.disabled():
@@ -180,7 +184,7 @@ async def test_no_model_request_after_stop(
 async def test_partial_results_survive_the_interrupt(
     oc: OpenCodeAdapter,
     rec: Recorder,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     scripted_model: ScriptedModelServer,
     unique_name: str,
 ) -> None:
@@ -214,7 +218,7 @@ async def test_partial_results_survive_the_interrupt(
     [killed] = [c for c in second.partial.tool_calls if c.tool == "bash"]
     assert killed.status == "interrupted"
     assert killed.output is not None and "User aborted the command" in killed.output
-    stored = await client.messages(second.partial.root_session_id)
+    stored = await opencode_client.messages(second.partial.root_session_id)
     assert any(
         p.state and "User aborted" in (p.state.output or "") for m in stored for p in m.parts
     )
@@ -269,14 +273,15 @@ def test_real_server_http_is_plain_loopback(real_server: RealOpenCodeServer) -> 
     assert httpx.URL(real_server.base_url).host == "127.0.0.1"
 
 
-async def test_children_come_back_in_creation_order(client: OpenCodeClient) -> None:
+async def test_children_come_back_in_creation_order(opencode_client: OpenCodeClient) -> None:
     """Measured on 1.18.34: ``/children`` lists in creation order, and several children
     share a millisecond when created back to back; the client keeps that order."""
-    root = await client.create_session(title="children order")
+    root = await opencode_client.create_session(title="children order")
     created = [
-        (await client.create_session(title=f"kid {i}", parent_id=root.id)).id for i in range(6)
+        (await opencode_client.create_session(title=f"kid {i}", parent_id=root.id)).id
+        for i in range(6)
     ]
-    kids = await client.children(root.id)
+    kids = await opencode_client.children(root.id)
     assert [k.id for k in kids] == created
-    report = await stop_tree(client, root.id)
+    report = await stop_tree(opencode_client, root.id)
     assert [s.session_id for s in report.sessions] == [root.id, *created]

@@ -55,23 +55,23 @@ def users(messages: list[Message]) -> list[Message]:
 
 
 async def test_a_steered_turn_and_a_separate_turn(
-    client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
+    opencode_client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     scripted_model.script(
         unique_name, [bash("sleep 1.5; echo built"), Text("after the tool"), Text("second turn")]
     )
-    session = await client.create_session(title="history by turns")
+    session = await opencode_client.create_session(title="history by turns")
     first, steer, second = (mint_message_id() for _ in range(3))
-    await client.prompt_async(
+    await opencode_client.prompt_async(
         session.id, "build it " + script_marker(unique_name), message_id=first
     )
-    await wait_tool_running(client, session.id)
-    await client.prompt_async(session.id, "and also lint", message_id=steer)
-    await wait_idle(client, session.id)
-    await client.prompt_async(session.id, "now a new question", message_id=second)
-    await wait_idle(client, session.id)
+    await wait_tool_running(opencode_client, session.id)
+    await opencode_client.prompt_async(session.id, "and also lint", message_id=steer)
+    await wait_idle(opencode_client, session.id)
+    await opencode_client.prompt_async(session.id, "now a new question", message_id=second)
+    await wait_idle(opencode_client, session.id)
 
-    messages = await client.messages(session.id)
+    messages = await opencode_client.messages(session.id)
     assert [m.info.id for m in users(messages)] == [first, steer, second]
     # the stored shape the rule relies on
     by_id = {m.info.id: m.info for m in messages}

@@ -26,23 +26,23 @@ MS_BITS = (1 << 36) - 1  # the millisecond part of a 48-bit stamp
 
 
 async def test_the_servers_message_ids_follow_the_scheme_the_adapter_mints(
-    client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
+    opencode_client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     scripted_model.script(unique_name, [Text("first"), Text("second")])
-    session = await client.create_session(title="ids")
+    session = await opencode_client.create_session(title="ids")
     ours: list[str] = []
     for n in range(2):
         message_id = mint_message_id()  # as the adapter does: right before the send
         ours.append(message_id)
         text = f"question {n} " + script_marker(unique_name)
-        await client.prompt_async(session.id, text, message_id=message_id)
+        await opencode_client.prompt_async(session.id, text, message_id=message_id)
         deadline = time.monotonic() + 30
-        while len(await client.messages(session.id)) < 2 * (n + 1) or session.id in (
-            await client.status()
+        while len(await opencode_client.messages(session.id)) < 2 * (n + 1) or session.id in (
+            await opencode_client.status()
         ):
             assert time.monotonic() < deadline, "the run did not finish"
             await asyncio.sleep(0.1)
-    messages = await client.messages(session.id)
+    messages = await opencode_client.messages(session.id)
     ids = [m.info.id for m in messages]
     assert [m.info.id for m in messages if m.info.role == "user"] == ours
     assert ids == sorted(ids), "stored in id order, ours among the server's"

@@ -55,39 +55,45 @@ async def send_and_check_it_is_answered(
 
 
 async def test_a_steer_whose_id_sorts_below_the_running_step_is_answered(
-    client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
+    opencode_client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     scripted_model.script(
         unique_name, [bash("sleep 1.5; echo built"), Text("after the tool"), Text("more")]
     )
-    session = await client.create_session(title="skewed steer")
+    session = await opencode_client.create_session(title="skewed steer")
     first = mint_message_id()
-    await client.prompt_async(session.id, "build " + script_marker(unique_name), message_id=first)
-    await wait_tool_running(client, session.id)
-    running = [m.info.id for m in await client.messages(session.id) if m.info.role == "assistant"]
+    await opencode_client.prompt_async(
+        session.id, "build " + script_marker(unique_name), message_id=first
+    )
+    await wait_tool_running(opencode_client, session.id)
+    running = [
+        m.info.id for m in await opencode_client.messages(session.id) if m.info.role == "assistant"
+    ]
     steer = past_message_id()
     assert steer < min(running) and steer < first  # below everything the server holds
-    await send_and_check_it_is_answered(client, session.id, "and also lint", steer)
+    await send_and_check_it_is_answered(opencode_client, session.id, "and also lint", steer)
 
 
 async def test_a_new_turns_prompt_whose_id_sorts_below_the_last_answer_is_answered(
-    client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
+    opencode_client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     scripted_model.script(unique_name, [Text("first answer"), Text("second answer")])
-    session = await client.create_session(title="skewed new turn")
+    session = await opencode_client.create_session(title="skewed new turn")
     first = mint_message_id()
-    await client.prompt_async(session.id, "hello " + script_marker(unique_name), message_id=first)
-    await wait_idle(client, session.id)
-    last_answer = answers_to(await client.messages(session.id), first)[-1].info.id
+    await opencode_client.prompt_async(
+        session.id, "hello " + script_marker(unique_name), message_id=first
+    )
+    await wait_idle(opencode_client, session.id)
+    last_answer = answers_to(await opencode_client.messages(session.id), first)[-1].info.id
     second = past_message_id()
     assert second < last_answer and second < first
-    await send_and_check_it_is_answered(client, session.id, "a new question", second)
+    await send_and_check_it_is_answered(opencode_client, session.id, "a new question", second)
 
 
 async def test_the_adapter_with_its_clock_behind_the_servers_gets_its_steer_and_next_turn_answered(
     real_server: RealOpenCodeServer,
     scripted_model: ScriptedModelServer,
-    client: OpenCodeClient,
+    opencode_client: OpenCodeClient,
     unique_name: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -101,7 +107,7 @@ async def test_the_adapter_with_its_clock_behind_the_servers_gets_its_steer_and_
         rec = Recorder(oc)
         session_id = (await oc.start_session("skewed", title="skewed clock")).session_id
         turn = await oc.send_turn("skewed", "build " + script_marker(unique_name))
-        await wait_tool_running(client, session_id)
+        await wait_tool_running(opencode_client, session_id)
         await oc.send_turn("skewed", "and also lint")
         done = await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id, 60)
         assert (done.state, done.error) == ("completed", None)
@@ -110,7 +116,7 @@ async def test_the_adapter_with_its_clock_behind_the_servers_gets_its_steer_and_
         assert (done.state, done.error) == ("completed", None)
         await rec.close()
 
-    messages = await client.messages(session_id)
+    messages = await opencode_client.messages(session_id)
     ids = [m.info.id for m in messages]
     assert ids == sorted(ids), "each prompt's id sorts after every id before it"
     for message in messages:
@@ -119,18 +125,18 @@ async def test_the_adapter_with_its_clock_behind_the_servers_gets_its_steer_and_
 
 
 async def test_the_newest_message_is_what_a_limit_of_one_returns(
-    client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
+    opencode_client: OpenCodeClient, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     """What a resume relies on to note the server's newest id
     (``adapter._adapter._observe_newest_message``): ``?limit=1`` is the newest message,
     the last of the full list, not the first."""
     scripted_model.script(unique_name, [Text("first answer"), Text("second answer")])
-    session = await client.create_session(title="newest")
+    session = await opencode_client.create_session(title="newest")
     for text in ("hello " + script_marker(unique_name), "again"):
-        await client.prompt_async(session.id, text, message_id=mint_message_id())
-        await wait_idle(client, session.id)
-    everything = await client.messages(session.id)
+        await opencode_client.prompt_async(session.id, text, message_id=mint_message_id())
+        await wait_idle(opencode_client, session.id)
+    everything = await opencode_client.messages(session.id)
     assert len(everything) == 4
-    [newest] = await client.messages(session.id, limit=1)
+    [newest] = await opencode_client.messages(session.id, limit=1)
     assert newest.info.id == everything[-1].info.id
     assert newest.info.role == "assistant"

@@ -1,6 +1,6 @@
 """``opencode-tree web --workers 2 --store FILE`` (subprocesses) over a real ``opencode serve``.
 
-A rolling restart (issue 34 item 4), with two workers and with one process: a thread's
+A rolling restart, with two workers and with one process: a thread's
 turn whose tree works (root -> task -> task -> a model call that never ends) is
 running when the web command is stopped,
 by SIGTERM (its workers detach) or by SIGKILL of its whole process group (a crash:
@@ -102,7 +102,7 @@ async def busy(server: RealOpenCodeServer) -> set[str]:
         return {sid for sid, status in (await client.status()).items() if status.is_busy}
 
 
-def client(port: int) -> httpx.AsyncClient:
+def web_http(port: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{port}",
         headers={"Authorization": f"Bearer {TOKEN}"},
@@ -127,7 +127,7 @@ async def test_a_turn_survives_a_restart_of_the_web_command_and_is_stopped_after
     store, log, port = tmp_path / "threads.sqlite3", tmp_path / "web.log", free_port()
     thread = f"roll-{how.lower()}-{workers}"
     with web_command(real_server, store, port, log, workers) as first:
-        async with client(port) as http:
+        async with web_http(port) as http:
             made = await http.post("/threads", json={"thread_id": thread, "title": name})
             assert made.status_code == 201, made.text
             root = made.json()["session_id"]
@@ -149,7 +149,7 @@ async def test_a_turn_survives_a_restart_of_the_web_command_and_is_stopped_after
     working = await busy(real_server)
     assert {root, grand} <= working, (root, grand, working)
     with web_command(real_server, store, port, log, workers) as second:
-        async with client(port) as http:
+        async with web_http(port) as http:
             listed = (await http.get("/threads")).json()
             shown = await http.get(f"/threads/{thread}")
             stop = await http.post(f"/threads/{thread}/stop")

@@ -12,13 +12,13 @@ from tests.testing.fake_support import BASE, EventLog
 
 
 @pytest.fixture
-async def client(fake: FakeOpenCodeServer) -> AsyncIterator[httpx.AsyncClient]:
+async def fake_http(fake: FakeOpenCodeServer) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(transport=fake.transport, base_url=BASE) as c:
         yield c
 
 
 @pytest.fixture
-async def log(fake: FakeOpenCodeServer, client: httpx.AsyncClient) -> AsyncIterator[EventLog]:
-    events = await EventLog(client).start(fake)
+async def log(fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient) -> AsyncIterator[EventLog]:
+    events = await EventLog(fake_http).start(fake)
     yield events
     await events.stop()

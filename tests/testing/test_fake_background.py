@@ -142,16 +142,16 @@ def fake_steps_root() -> list[Task]:
 
 
 async def test_the_root_answers_at_once_and_runs_again_in_the_recorded_order(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("root", [*fake_steps_root(), Text("root answered at once")])
     fake.script("after", [Text("root ran on the result")])
     fake.script("child", [GATE, Text("child done")])
-    sid = await start(client, fake, log)
+    sid = await start(fake_http, fake, log)
     await log.wait_count("session.idle", sid, 1)
     (child,) = fake.sessions[sid].children
     assert fake.sessions[child].busy  # the root idles while its child works
-    await reply_to(client, log, child)
+    await reply_to(fake_http, log, child)
     await log.wait_count("session.idle", sid, 2)
     await log.wait_for(lambda _e: labels_of(log.events, sid)[-1] == "session.diff")
     root_recorded, _ = recorded()
@@ -168,12 +168,12 @@ async def test_the_root_answers_at_once_and_runs_again_in_the_recorded_order(
 
 
 async def test_a_background_childs_own_events_are_in_the_recorded_order(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("root", [*fake_steps_root(), Text("root answered at once")])
     bash = Tool("bash", {"command": "sleep 1; echo hi", "description": "sleep"}, output="hi\n")
     fake.script("child", [bash, Text("child done")])
-    sid = await start(client, fake, log)
+    sid = await start(fake_http, fake, log)
     (child,) = fake.sessions[sid].children
     _, child_recorded = recorded()
     await log.wait_for(lambda _e: len(labels_of(log.events, child)) >= len(child_recorded))
@@ -181,11 +181,11 @@ async def test_a_background_childs_own_events_are_in_the_recorded_order(
 
 
 async def test_the_task_part_completes_at_once_with_the_measured_output(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("root", [*fake_steps_root(), Text("launched")])
     fake.script("child", [Hang()])
-    sid = await start(client, fake, log)
+    sid = await start(fake_http, fake, log)
     (child,) = fake.sessions[sid].children
     assert fake.sessions[child].info["parentID"] == sid
     (part,) = tool_parts(fake, sid, "task")
@@ -215,19 +215,19 @@ async def test_the_task_part_completes_at_once_with_the_measured_output(
     assert [s["metadata"] for s in running] == [
         {"parentSessionId": sid, "sessionId": child, "model": model, "background": True}
     ] * 2
-    await client.post(f"/session/{child}/abort")
+    await fake_http.post(f"/session/{child}/abort")
 
 
 async def test_a_failed_child_tells_the_root_with_its_error(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("root", [*fake_steps_root(), Text("root answered at once")])
     fake.script("after", [Text("root saw the failure")])
     fake.script("child", [GATE, Fail(message="boom")])
-    sid = await start(client, fake, log)
+    sid = await start(fake_http, fake, log)
     await log.wait_count("session.idle", sid, 1)
     (child,) = fake.sessions[sid].children
-    await reply_to(client, log, child)
+    await reply_to(fake_http, log, child)
     await log.wait_count("session.idle", sid, 2)
     synthetic, answer = fake.sessions[sid].messages[-2:]
     text = FAILED.format(child=child, description="bg work", message="boom")
@@ -236,11 +236,11 @@ async def test_a_failed_child_tells_the_root_with_its_error(
 
 
 async def test_a_child_stopped_alone_says_idle_once_more_and_the_root_does_not_run(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid, child = await launched(client, fake, log)
+    sid, child = await launched(fake_http, fake, log)
     before = len(fake.sessions[sid].messages)
-    assert (await client.post(f"/session/{child}/abort")).json() is True
+    assert (await fake_http.post(f"/session/{child}/abort")).json() is True
     await log.wait_count("session.idle", child, 3)
     after = labels_of(log.events, child)
     assert after[after.index("error:MessageAbortedError") :] == [
@@ -259,11 +259,11 @@ async def test_a_child_stopped_alone_says_idle_once_more_and_the_root_does_not_r
 
 
 async def test_the_idle_roots_abort_stops_its_background_child_first(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid, child = await launched(client, fake, log)
+    sid, child = await launched(fake_http, fake, log)
     before = len(fake.sessions[sid].messages)
-    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     assert not fake.sessions[child].busy
     await log.wait_count("session.idle", sid, 2)
     order = order_of(log, sid, child)
@@ -275,13 +275,13 @@ async def test_the_idle_roots_abort_stops_its_background_child_first(
 
 
 async def test_the_busy_roots_abort_stops_its_background_child_first(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("root", [*fake_steps_root(), Hang()])
     fake.script("child", [Hang()])
-    sid = await start(client, fake, log)
+    sid = await start(fake_http, fake, log)
     (child,) = fake.sessions[sid].children
-    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     await log.wait_count("session.idle", sid, 2)
     errors = [e["properties"]["sessionID"] for e in log.events if e["type"] == "session.error"]
     assert errors == [child, sid]
@@ -290,7 +290,7 @@ async def test_the_busy_roots_abort_stops_its_background_child_first(
 
 
 async def test_two_children_each_run_the_root_in_the_order_they_end(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script(
         "root",
@@ -303,12 +303,12 @@ async def test_two_children_each_run_the_root_in_the_order_they_end(
     fake.script("saw_first", [Text("saw first")])
     fake.script("saw_second", [Text("saw second")])
     fake.script("child", [GATE, Text("child done")])
-    sid = await start(client, fake, log)
+    sid = await start(fake_http, fake, log)
     await log.wait_count("session.idle", sid, 1)
     first, second = fake.sessions[sid].children
-    await reply_to(client, log, second)
+    await reply_to(fake_http, log, second)
     await log.wait_count("session.idle", sid, 2)
-    await reply_to(client, log, first)
+    await reply_to(fake_http, log, first)
     await log.wait_count("session.idle", sid, 3)
     texts = [(m.role, m.text.split("\n")[0]) for m in fake.sessions[sid].messages[-4:]]
     assert texts == [
@@ -320,17 +320,17 @@ async def test_two_children_each_run_the_root_in_the_order_they_end(
 
 
 async def test_a_result_that_comes_while_the_root_runs_joins_its_next_step(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured: the synthetic message is stored at once; the root's next model step
     answers it (``parentID``) and no run of its own follows."""
     fake.script("root", [*fake_steps_root(), GATE, Text("root answered late")])
     fake.script("after", [Text("never")])
     fake.script("child", [Text("child done")])
-    sid = await start(client, fake, log)
+    sid = await start(fake_http, fake, log)
     await log.wait_for(lambda e: label(e) == "part:text:synthetic")
     assert fake.sessions[sid].busy
-    await reply_to(client, log, sid)
+    await reply_to(fake_http, log, sid)
     await log.wait_count("session.idle", sid, 1)
     synthetic, answer = fake.sessions[sid].messages[-2:]
     assert synthetic.parts[0]["synthetic"] is True

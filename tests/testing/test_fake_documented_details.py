@@ -32,17 +32,17 @@ async def test_add_session_returns_the_new_sessions_id(fake: FakeOpenCodeServer)
 
 
 async def test_a_step_reports_10_input_and_5_output_tokens_priced_by_model_cost(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     with pytest.raises(TypeError):
         FakeOpenCodeServer(model_cost={"input": 1.0})  # type: ignore[call-arg]
     fake.script("free", [Text("a")])
-    free = str((await new_session(client))["id"])
-    await prompt(client, free, "[[script:free]]")
+    free = str((await new_session(fake_http))["id"])
+    await prompt(fake_http, free, "[[script:free]]")
     await idle(fake, free)
     fake.model_cost = {"input": 1000.0, "output": 2000.0}  # per million tokens
-    priced = str((await new_session(client))["id"])
-    await prompt(client, priced, "[[script:free]]")
+    priced = str((await new_session(fake_http))["id"])
+    await prompt(fake_http, priced, "[[script:free]]")
     await idle(fake, priced)
     [_, free_answer] = fake.sessions[free].messages
     [_, priced_answer] = fake.sessions[priced].messages
@@ -50,7 +50,7 @@ async def test_a_step_reports_10_input_and_5_output_tokens_priced_by_model_cost(
     assert finish["tokens"] == STEP_TOKENS == priced_answer.info["tokens"]
     assert free_answer.info["cost"] == 0
     assert finish["cost"] == priced_answer.info["cost"] == pytest.approx(0.02)
-    await prompt(client, priced, "[[script:free]]")
+    await prompt(fake_http, priced, "[[script:free]]")
     await idle(fake, priced)
     info = fake.sessions[priced].info
     assert info["tokens"]["input"] == 20 and info["tokens"]["output"] == 10
@@ -73,17 +73,17 @@ async def test_request_opened_names_the_session_that_asked(
 
 
 async def test_tasks_children_run_side_by_side(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("alpha", [Hang()])
     fake.script("beta", [Hang()])
     fake.script("root", [Tasks([Task("a", "alpha"), Task("b", "beta")])])
-    root = str((await new_session(client))["id"])
-    await prompt(client, root, "[[script:root]]")
+    root = str((await new_session(fake_http))["id"])
+    await prompt(fake_http, root, "[[script:root]]")
     [_, alpha, beta] = await fake.wait_for_tree(root, sessions=3)
     await fake.wait_hanging(alpha)
     await fake.wait_hanging(beta)
-    await client.post(f"/session/{alpha}/abort")
+    await fake_http.post(f"/session/{alpha}/abort")
     cancelled = await fake.wait_for_tool("task", status="error", session_id=root)
     assert cancelled["state"]["error"] == "Task cancelled"
     await fake.wait_hanging(beta, timeout=0.1)  # its sibling goes on

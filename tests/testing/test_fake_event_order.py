@@ -81,7 +81,7 @@ STEP_ENDS = ["part:step-finish", "message:assistant", "message:assistant"]
 
 
 async def test_tool_turn_event_order(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script(
         "tool",
@@ -90,8 +90,8 @@ async def test_tool_turn_event_order(
             Text("done"),
         ],
     )
-    sid = (await new_session(client, title="tool"))["id"]
-    await prompt(client, sid, "go [[script:tool]]")
+    sid = (await new_session(fake_http, title="tool"))["id"]
+    await prompt(fake_http, sid, "go [[script:tool]]")
     assert await run_to_end(log, sid) == [
         *PROMPTED,
         *STEP_STARTS,
@@ -112,7 +112,7 @@ async def test_tool_turn_event_order(
 
 
 async def test_bash_streams_its_output_and_says_when_there_is_none(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     command = "for i in 1 2; do echo line$i; done"
     fake.script(
@@ -122,8 +122,8 @@ async def test_bash_streams_its_output_and_says_when_there_is_none(
             Tool("bash", {"command": "true"}),
         ],
     )
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:stream]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:stream]]")
     await run_to_end(log, sid)
     updates = [
         e["properties"]["part"]
@@ -156,18 +156,18 @@ async def test_bash_streams_its_output_and_says_when_there_is_none(
 
 
 async def test_permission_is_asked_before_the_part_runs(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     bash = Tool("bash", {"command": "pwd", "description": "where"}, output="/p\n")
     fake.script("once", [Permission("bash", ["pwd"], always=["pwd *"], tool=bash), Text("ok")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:once]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:once]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     assert labels(log, sid)[-3:] == ["part:tool:pending", "permission.asked", "part:tool:running"]
     running = log.of(sid)[-1]["properties"]["part"]["state"]
     assert set(running) == {"status", "input", "time"}  # no title, no metadata yet
     assert asked["properties"]["tool"]["callID"] == log.of(sid)[-1]["properties"]["part"]["callID"]
-    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "once"})
+    await fake_http.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "once"})
     events = await run_to_end(log, sid)
     replied = events.index("permission.replied")
     assert (
@@ -183,38 +183,38 @@ async def test_permission_is_asked_before_the_part_runs(
 
 
 async def test_permission_always_holds_for_the_whole_server(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured: after ``always``, a later matching request of *another* session runs
     without asking; one that does not match the ``always`` patterns still asks."""
     fake.script("first", [Permission("bash", ["echo a"], always=["echo *"]), Text("ok")])
     fake.script("same", [Permission("bash", ["echo b"], always=["echo *"]), Text("ok")])
     fake.script("other", [Permission("bash", ["ls"], always=["ls *"]), Text("ok")])
-    first = (await new_session(client))["id"]
-    await prompt(client, first, "[[script:first]]")
+    first = (await new_session(fake_http))["id"]
+    await prompt(fake_http, first, "[[script:first]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
-    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "always"})
+    await fake_http.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "always"})
     await run_to_end(log, first)
-    same = (await new_session(client))["id"]
-    await prompt(client, same, "[[script:same]]")
+    same = (await new_session(fake_http))["id"]
+    await prompt(fake_http, same, "[[script:same]]")
     await run_to_end(log, same)
     assert "permission.asked" not in labels(log, same)
     assert tool_parts(fake, same, "bash")[0]["state"]["status"] == "completed"
-    other = (await new_session(client))["id"]
-    await prompt(client, other, "[[script:other]]")
+    other = (await new_session(fake_http))["id"]
+    await prompt(fake_http, other, "[[script:other]]")
     await log.wait_for(
         lambda e: e["type"] == "permission.asked" and e["properties"]["sessionID"] == other
     )
 
 
 async def test_permission_reject_ends_the_run_without_a_last_busy(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("no", [Permission("bash", ["ls"]), Text("never")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:no]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:no]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
-    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
+    await fake_http.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
     tail = ["status:idle", "session.idle", "session.updated", "session.diff"]
     events = await run_to_end(log, sid, tail)
     assert events[-11:] == [
@@ -231,16 +231,18 @@ async def test_permission_reject_ends_the_run_without_a_last_busy(
 
 
 async def test_question_is_asked_before_the_part_runs(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     questions = [{"question": "Pick?", "header": "Pick", "options": [{"label": "red"}]}]
     fake.script("ask", [Question(questions), Text("ok")])
     fake.script("dismiss", [Question(questions), Text("never")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:ask]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:ask]]")
     asked = await log.wait_for(lambda e: e["type"] == "question.asked")
     assert labels(log, sid)[-3:] == ["part:tool:pending", "question.asked", "part:tool:running"]
-    await client.post(f"/question/{asked['properties']['id']}/reply", json={"answers": [["red"]]})
+    await fake_http.post(
+        f"/question/{asked['properties']['id']}/reply", json={"answers": [["red"]]}
+    )
     events = await run_to_end(log, sid)
     start = events.index("question.replied")
     assert events[start : start + 2] == ["question.replied", "part:tool:completed"]
@@ -248,12 +250,12 @@ async def test_question_is_asked_before_the_part_runs(
     assert state["title"] == "Asked 1 question"
     assert state["metadata"] == {"answers": [["red"]], "truncated": False}
 
-    other = (await new_session(client))["id"]
-    await prompt(client, other, "[[script:dismiss]]")
+    other = (await new_session(fake_http))["id"]
+    await prompt(fake_http, other, "[[script:dismiss]]")
     asked = await log.wait_for(
         lambda e: e["type"] == "question.asked" and e["properties"]["sessionID"] == other
     )
-    await client.post(f"/question/{asked['properties']['id']}/reject")
+    await fake_http.post(f"/question/{asked['properties']['id']}/reject")
     tail = ["status:idle", "session.idle", "session.updated", "session.diff"]
     events = await run_to_end(log, other, tail)
     assert events[-9:-4] == ["question.rejected", "part:tool:error", *STEP_ENDS]
@@ -262,11 +264,11 @@ async def test_question_is_asked_before_the_part_runs(
 
 
 async def test_a_failed_model_call_reports_then_goes_idle_twice(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("fail", [Fail(message="bad request here")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:fail]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:fail]]")
     tail = ["session.idle", "message:assistant", "status:idle", "session.idle"]
     assert await run_to_end(log, sid, tail) == [
         *PROMPTED,
@@ -300,12 +302,12 @@ async def test_a_failed_model_call_reports_then_goes_idle_twice(
 
 
 async def test_task_child_events_and_failed_child(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("child", [Fail(message="child bad")])
     fake.script("root", [Task("explore", "child"), Text("root done")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:root]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:root]]")
     await run_to_end(log, sid)
     (child_id,) = fake.sessions[sid].children
     around = [
@@ -329,12 +331,12 @@ async def test_task_child_events_and_failed_child(
     assert task["state"]["metadata"]["sessionId"] == child_id
 
 
-async def test_error_bodies_match_the_real_server(client: httpx.AsyncClient) -> None:
-    sid = (await new_session(client))["id"]
+async def test_error_bodies_match_the_real_server(fake_http: httpx.AsyncClient) -> None:
+    sid = (await new_session(fake_http))["id"]
     unknown = "ses_ffffffffffffZZZZZZZZZZZZZZ"
 
     async def call(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        response = await client.request(method, path, **kwargs)
+        response = await fake_http.request(method, path, **kwargs)
         return response.status_code, response.json()
 
     def bad(message: str, kind: str = "Payload") -> tuple[int, JSON]:
@@ -442,33 +444,33 @@ async def test_error_bodies_match_the_real_server(client: httpx.AsyncClient) -> 
 
 
 async def test_session_list_is_most_recently_updated_first(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     """Measured on 1.18.34: ``GET /session`` sorts by ``time.updated``, newest first, and
     puts the newer of two sessions updated in the same millisecond first."""
-    a = (await new_session(client, title="a"))["id"]
-    b = (await new_session(client, title="b"))["id"]
-    child = (await new_session(client, title="child", parentID=b))["id"]
+    a = (await new_session(fake_http, title="a"))["id"]
+    b = (await new_session(fake_http, title="b"))["id"]
+    child = (await new_session(fake_http, title="child", parentID=b))["id"]
     for sid in (a, b, child):  # force a tie
         fake.sessions[sid].info["time"] = {"created": 1, "updated": 5}
-    listed = [s["id"] for s in (await client.get("/session")).json()]
+    listed = [s["id"] for s in (await fake_http.get("/session")).json()]
     assert listed == [child, b, a]
-    await prompt(client, a, "hi")
+    await prompt(fake_http, a, "hi")
     await idle(fake, a)
-    listed = [s["id"] for s in (await client.get("/session?roots=true")).json()]
+    listed = [s["id"] for s in (await fake_http.get("/session?roots=true")).json()]
     assert listed == [a, b]
 
 
 async def test_a_prompt_sent_during_a_run_joins_its_next_step(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured: a prompt sent while a tool runs is taken in by the run's next model
     step (whose message answers it) and gets no run of its own."""
     fake.script("first", [Tool("bash", {"command": "sleep 1"}, duration=0.05), Text("done")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:first]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:first]]")
     await fake.wait_until(lambda: bool(tool_parts(fake, sid, "bash")))
-    await prompt(client, sid, "second [[script:never]]")
+    await prompt(fake_http, sid, "second [[script:never]]")
     await run_to_end(log, sid)
     messages = fake.sessions[sid].messages
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
@@ -479,11 +481,11 @@ async def test_a_prompt_sent_during_a_run_joins_its_next_step(
 
 
 async def test_a_hanging_model_call_has_started_its_step(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = await hanging_session(client, fake)
+    sid = await hanging_session(fake_http, fake)
     await log.wait_for(lambda _e: labels(log, sid)[-1:] == ["part:step-start"])
-    await client.post(f"/session/{sid}/abort")
+    await fake_http.post(f"/session/{sid}/abort")
     assert [p["type"] for p in fake.sessions[sid].messages[-1].parts] == ["step-start"]
 
 
@@ -513,29 +515,29 @@ async def created_in(client: httpx.AsyncClient, **request: Any) -> str:
 
 
 async def test_a_session_takes_the_directory_of_its_request_normalised(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     assert fake.directory == HOME
-    assert await created_in(client) == HOME
-    assert await created_in(client, headers={DIR: OTHER}) == OTHER
-    assert await created_in(client, headers={DIR: OTHER + "/"}) == OTHER
-    assert await created_in(client, headers={DIR: OTHER + "/./"}) == OTHER
-    assert await created_in(client, headers={DIR: "/srv/x/../other"}) == OTHER
-    assert await created_in(client, headers={DIR: "relative/dir"}) == HOME + "/relative/dir"
-    assert await created_in(client, headers={DIR: "/does/not/exist"}) == "/does/not/exist"
+    assert await created_in(fake_http) == HOME
+    assert await created_in(fake_http, headers={DIR: OTHER}) == OTHER
+    assert await created_in(fake_http, headers={DIR: OTHER + "/"}) == OTHER
+    assert await created_in(fake_http, headers={DIR: OTHER + "/./"}) == OTHER
+    assert await created_in(fake_http, headers={DIR: "/srv/x/../other"}) == OTHER
+    assert await created_in(fake_http, headers={DIR: "relative/dir"}) == HOME + "/relative/dir"
+    assert await created_in(fake_http, headers={DIR: "/does/not/exist"}) == "/does/not/exist"
     # The query parameter wins over the header.
     both = {"headers": {DIR: HOME}, "params": {"directory": OTHER}}
-    assert await created_in(client, **both) == OTHER
+    assert await created_in(fake_http, **both) == OTHER
     # Non-ASCII: percent-encoded in the header or in the query; raw UTF-8 header bytes are
     # read as Latin-1 (the adapter's client therefore uses the query for such paths).
-    assert await created_in(client, headers={DIR: "%2Fsrv%2Fcaf%C3%A9"}) == "/srv/café"
-    assert await created_in(client, headers={DIR: "/srv/caf%C3%A9"}) == "/srv/café"
-    assert await created_in(client, params={"directory": "/srv/café"}) == "/srv/café"
+    assert await created_in(fake_http, headers={DIR: "%2Fsrv%2Fcaf%C3%A9"}) == "/srv/café"
+    assert await created_in(fake_http, headers={DIR: "/srv/caf%C3%A9"}) == "/srv/café"
+    assert await created_in(fake_http, params={"directory": "/srv/café"}) == "/srv/café"
     raw = {DIR: "/srv/café".encode()}
-    assert await created_in(client, headers=raw) == "/srv/café".encode().decode("latin-1")
+    assert await created_in(fake_http, headers=raw) == "/srv/café".encode().decode("latin-1")
     # A child created through the API gets its request's directory, not its parent's.
-    parent = await new_session(client)
-    child = await client.post("/session", json={"parentID": parent["id"]}, headers={DIR: OTHER})
+    parent = await new_session(fake_http)
+    child = await fake_http.post("/session", json={"parentID": parent["id"]}, headers={DIR: OTHER})
     assert child.json()["directory"] == OTHER
     assert fake.sessions[child.json()["id"]].directory == OTHER
 
@@ -557,7 +559,7 @@ async def test_a_task_child_runs_in_its_parents_directory(fake: FakeOpenCodeServ
 
 
 async def test_an_event_stream_gets_only_its_directorys_sessions(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("kid", [Text("kid done")])
     fake.script("root", [Task("explore", "kid"), Text("root done")])
@@ -568,10 +570,10 @@ async def test_an_event_stream_gets_only_its_directorys_sessions(
     ):
         other_logs = [await EventLog(by_query).start(fake), await EventLog(by_header).start(fake)]
         home_log = await EventLog(home_by_header).start(fake)
-        mine = (await new_session(client))["id"]
+        mine = (await new_session(fake_http))["id"]
         theirs = (await new_session(by_header))["id"]
         # Events follow the session's directory, not the directory of the request.
-        assert (await prompt(client, theirs, "[[script:root]]")).status_code == 204
+        assert (await prompt(fake_http, theirs, "[[script:root]]")).status_code == 204
         for other_log in other_logs:
             await run_to_end(other_log, theirs)
         (child,) = fake.sessions[theirs].children
@@ -594,68 +596,72 @@ async def test_an_event_stream_gets_only_its_directorys_sessions(
 
 
 async def test_listing_spans_directories_unless_the_query_names_one(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    mine = (await new_session(client))["id"]
-    theirs = (await new_session(client, parentID=mine))["id"]
-    other = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
-    listed = (await client.get("/session", headers={DIR: OTHER})).json()
+    mine = (await new_session(fake_http))["id"]
+    theirs = (await new_session(fake_http, parentID=mine))["id"]
+    other = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    listed = (await fake_http.get("/session", headers={DIR: OTHER})).json()
     assert {s["id"] for s in listed} == {mine, theirs, other}
-    only = (await client.get("/session", params={"directory": OTHER + "/"})).json()
+    only = (await fake_http.get("/session", params={"directory": OTHER + "/"})).json()
     assert [s["id"] for s in only] == [other]
     both = {"params": {"directory": OTHER}, "headers": {DIR: HOME}}
-    assert [s["id"] for s in (await client.get("/session", **both)).json()] == [other]
+    assert [s["id"] for s in (await fake_http.get("/session", **both)).json()] == [other]
     # Routes that name a session answer it in any directory.
-    got = await client.get(f"/session/{other}", headers={DIR: HOME})
+    got = await fake_http.get(f"/session/{other}", headers={DIR: HOME})
     assert got.status_code == 200
     assert got.json()["directory"] == OTHER
 
 
 async def test_status_and_pending_requests_are_those_of_the_request_directory(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     bash = Tool("bash", {"command": "pwd", "description": "where"}, output="/p\n")
     fake.script("ask", [Permission("bash", ["pwd"], always=["pwd *"], tool=bash), Text("ok")])
     fake.script("question", [Question([{"question": "Which?", "options": []}]), Text("ok")])
     fake.script("hang", [Hang()])
-    asker = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
-    questioner = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
-    hanging = (await new_session(client))["id"]
-    other_hang = (await client.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
-    await prompt(client, asker, "[[script:ask]]")
-    await prompt(client, questioner, "[[script:question]]")
-    await prompt(client, hanging, "[[script:hang]]")
-    await prompt(client, other_hang, "[[script:hang]]")  # busy in OTHER, prompted from HOME
+    asker = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    questioner = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    hanging = (await new_session(fake_http))["id"]
+    other_hang = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
+    await prompt(fake_http, asker, "[[script:ask]]")
+    await prompt(fake_http, questioner, "[[script:question]]")
+    await prompt(fake_http, hanging, "[[script:hang]]")
+    await prompt(fake_http, other_hang, "[[script:hang]]")  # busy in OTHER, prompted from HOME
     await fake.wait_until(lambda: len(fake.sessions[asker].pending_requests) == 1)
     await fake.wait_until(lambda: len(fake.sessions[questioner].pending_requests) == 1)
 
-    home_status = (await client.get("/session/status")).json()
-    other_status = (await client.get("/session/status", params={"directory": OTHER})).json()
+    home_status = (await fake_http.get("/session/status")).json()
+    other_status = (await fake_http.get("/session/status", params={"directory": OTHER})).json()
     assert set(home_status) == {hanging}
     assert set(other_status) == {asker, questioner, other_hang}
-    assert (await client.get("/permission")).json() == []
-    assert (await client.get("/question")).json() == []
-    (permission,) = (await client.get("/permission", headers={DIR: OTHER})).json()
-    (question,) = (await client.get("/question", headers={DIR: OTHER})).json()
+    assert (await fake_http.get("/permission")).json() == []
+    assert (await fake_http.get("/question")).json() == []
+    (permission,) = (await fake_http.get("/permission", headers={DIR: OTHER})).json()
+    (question,) = (await fake_http.get("/question", headers={DIR: OTHER})).json()
     assert (permission["sessionID"], question["sessionID"]) == (asker, questioner)
 
     # A reply sent in another directory does not find the request; it stays pending.
-    wrong = await client.post(f"/permission/{permission['id']}/reply", json={"reply": "once"})
+    wrong = await fake_http.post(f"/permission/{permission['id']}/reply", json={"reply": "once"})
     assert wrong.status_code == 404
     assert wrong.json()["_tag"] == "PermissionNotFoundError"
-    wrong = await client.post(f"/question/{question['id']}/reply", json={"answers": [["A"]]})
+    wrong = await fake_http.post(f"/question/{question['id']}/reply", json={"answers": [["A"]]})
     assert wrong.status_code == 404
     assert wrong.json()["_tag"] == "QuestionNotFoundError"
     assert len(fake.sessions[asker].pending_requests) == 1
     right = {"headers": {DIR: OTHER}}
-    ok = await client.post(f"/permission/{permission['id']}/reply", json={"reply": "once"}, **right)
+    ok = await fake_http.post(
+        f"/permission/{permission['id']}/reply", json={"reply": "once"}, **right
+    )
     assert (ok.status_code, ok.json()) == (200, True)
-    ok = await client.post(f"/question/{question['id']}/reply", json={"answers": [["A"]]}, **right)
+    ok = await fake_http.post(
+        f"/question/{question['id']}/reply", json={"answers": [["A"]]}, **right
+    )
     assert (ok.status_code, ok.json()) == (200, True)
     await idle(fake, asker)
     await idle(fake, questioner)
     for sid in (hanging, other_hang):
-        await client.post(f"/session/{sid}/abort")
+        await fake_http.post(f"/session/{sid}/abort")
 
 
 async def test_the_default_directory_is_normalised_and_add_session_follows_the_parent() -> None:

@@ -32,13 +32,13 @@ async def _subagent_tree(client: httpx.AsyncClient, fake: FakeOpenCodeServer) ->
 
 
 async def test_wait_until_names_the_lambda_and_shows_the_tree_pending_and_requests(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    root = await _subagent_tree(client, fake)
+    root = await _subagent_tree(fake_http, fake)
     root_id, child = await fake.wait_for_tree(root, sessions=2, hanging=True)
     fake.script("ask", [Permission("bash", ["rm -rf build"])])
-    asking = str((await new_session(client))["id"])
-    await prompt(client, asking, "[[script:ask]]")
+    asking = str((await new_session(fake_http))["id"])
+    await prompt(fake_http, asking, "[[script:ask]]")
     await fake.wait_until(lambda: bool(fake.pending_permissions()))
     with pytest.raises(TimeoutError) as raised:
         await fake.wait_until(lambda: len(fake.tree(root)) == 3, timeout=SHORT)
@@ -74,10 +74,24 @@ async def test_wait_until_names_a_function_predicate(fake: FakeOpenCodeServer) -
         await fake.wait_until(everything_idle, timeout=SHORT)
 
 
+async def test_a_lambda_over_several_lines_is_named_whole(fake: FakeOpenCodeServer) -> None:
+    root = fake.add_session()
+    with pytest.raises(TimeoutError) as raised:
+        await fake.wait_until(
+            lambda: (
+                len(fake.tree(root)) == 2 and not fake.sessions[root].busy
+            ),  # a comma after it, and more arguments
+            timeout=SHORT,
+        )
+    assert str(raised.value).startswith(
+        "condition lambda: len(fake.tree(root)) == 2 and not fake.sessions[root].busy not met"
+    )
+
+
 async def test_wait_for_event_names_the_type_and_predicate_and_shows_the_state(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    session = str((await new_session(client))["id"])
+    session = str((await new_session(fake_http))["id"])
     with pytest.raises(TimeoutError) as raised:
         await fake.wait_for_event(
             "session.idle", lambda e: e["properties"]["sessionID"] == session, timeout=SHORT
@@ -93,9 +107,9 @@ async def test_wait_for_event_names_the_type_and_predicate_and_shows_the_state(
 
 
 async def test_the_domain_waits_show_the_state_too(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    root = await _subagent_tree(client, fake)
+    root = await _subagent_tree(fake_http, fake)
     [_, child] = await fake.wait_for_tree(root, sessions=2, hanging=True)
     with pytest.raises(TimeoutError) as raised:
         await fake.wait_for_tool("bash", session_id=child, timeout=SHORT)
@@ -108,9 +122,9 @@ async def test_the_domain_waits_show_the_state_too(
 
 
 async def test_a_hold_that_held_nothing_says_which_and_shows_the_state(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    session = str((await new_session(client))["id"])
+    session = str((await new_session(fake_http))["id"])
     hold = fake.hold("POST", "/session/{id}/abort")
     with pytest.raises(TimeoutError) as raised:
         await hold.wait_started(timeout=SHORT)
@@ -126,13 +140,13 @@ async def test_a_hold_that_held_nothing_says_which_and_shows_the_state(
 
 
 async def test_the_state_shown_is_bounded(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     root = fake.add_session()
     for _ in range(99):
         fake.add_session(parent_id=root)
     for _ in range(30):
-        await client.get(f"/session/{root}")
+        await fake_http.get(f"/session/{root}")
     state = fake.describe_state()
     assert "sessions (100):" in state and "    … 80 more" in state
     assert "last requests (10 of 30, oldest first):" in state
@@ -144,12 +158,12 @@ async def test_the_state_shown_is_bounded(
 
 
 async def test_assert_called_once_returns_the_request(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    session = str((await new_session(client, title="x"))["id"])
+    session = str((await new_session(fake_http, title="x"))["id"])
     created = fake.assert_called_once("POST", "/session")
     assert created.body == {"title": "x"} and created.status == 200
-    await client.post(f"/session/{session}/abort")
+    await fake_http.post(f"/session/{session}/abort")
     assert fake.assert_called_once("post", "/session/{id}/abort").session_id == session
     fake.assert_not_called("DELETE", "/session/{id}")
     assert fake.assert_called("*", "/session*", times=2) == fake.calls("*", "/session*")
@@ -157,10 +171,10 @@ async def test_assert_called_once_returns_the_request(
 
 
 async def test_assert_called_once_lists_what_was_sent_when_nothing_matched(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    session = str((await new_session(client))["id"])
-    await prompt(client, session, "hi")
+    session = str((await new_session(fake_http))["id"])
+    await prompt(fake_http, session, "hi")
     with pytest.raises(AssertionError) as raised:
         fake.assert_called_once("POST", "/permission/{id}/reply")
     message = str(raised.value)
@@ -170,10 +184,10 @@ async def test_assert_called_once_lists_what_was_sent_when_nothing_matched(
 
 
 async def test_the_assertions_list_the_matching_requests_with_their_bodies(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    await new_session(client, title="one")
-    await new_session(client, title="two")
+    await new_session(fake_http, title="one")
+    await new_session(fake_http, title="two")
     with pytest.raises(AssertionError) as raised:
         fake.assert_called_once("POST", "/session")
     message = str(raised.value)
@@ -192,15 +206,15 @@ async def test_the_assertions_list_the_matching_requests_with_their_bodies(
 
 
 async def test_wait_for_tree_returns_the_tree_once_its_deepest_session_hangs(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("leaf", [Text("reading"), Hang()])
     fake.script("mid", [Task("deeper", "leaf")])
     fake.script("root", [Task("explore", "mid")])
-    root = str((await new_session(client))["id"])
+    root = str((await new_session(fake_http))["id"])
     waiting = asyncio.create_task(fake.wait_for_tree(root, sessions=3, hanging=True))
     anywhere = asyncio.create_task(fake.wait_for_tree(sessions=3, hanging=True))
-    await prompt(client, root, "go [[script:root]]")
+    await prompt(fake_http, root, "go [[script:root]]")
     tree = await waiting
     [_, mid, leaf] = tree
     assert tree == fake.tree(root) and fake.sessions[leaf].parent_id == mid
@@ -210,12 +224,12 @@ async def test_wait_for_tree_returns_the_tree_once_its_deepest_session_hangs(
 
 
 async def test_wait_for_tree_waits_for_the_hang_not_only_the_count(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("child", [Permission("bash", ["ls"])])
     fake.script("root", [Task("explore", "child")])
-    root = str((await new_session(client))["id"])
-    await prompt(client, root, "go [[script:root]]")
+    root = str((await new_session(fake_http))["id"])
+    await prompt(fake_http, root, "go [[script:root]]")
     [_, child] = await fake.wait_for_tree(root, sessions=2)
     await fake.wait_until(lambda: bool(fake.pending_permissions()))
     with pytest.raises(TimeoutError) as raised:

@@ -19,12 +19,12 @@ T = "thread-1"
 
 
 async def test_a_hook_lists_every_request_it_saw_in_order(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     a, b = fake.add_session(), fake.add_session()
     hook = fake.fail("POST", "/session/{id}/abort", status=503, times=1)
     assert hook.calls == [] and hook.call_count == 0 and not hook.called
-    codes = [(await client.post(f"/session/{sid}/abort")).status_code for sid in (a, b, a)]
+    codes = [(await fake_http.post(f"/session/{sid}/abort")).status_code for sid in (a, b, a)]
     assert codes == [503, 200, 200]
     assert hook.call_count == 3 and hook.called
     assert all(isinstance(call, RecordedRequest) for call in hook.calls)
@@ -34,7 +34,7 @@ async def test_a_hook_lists_every_request_it_saw_in_order(
 
 
 async def test_a_hold_and_a_custom_hook_record_their_calls(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     seen: list[str] = []
 
@@ -44,8 +44,8 @@ async def test_a_hold_and_a_custom_hook_record_their_calls(
     hook = fake.on("*", "/session*", watch)
     hold = fake.hold("GET", "/session/status")
     hold.release()
-    await client.post("/session", json={"title": "x"})
-    await client.get("/session/status")
+    await fake_http.post("/session", json={"title": "x"})
+    await fake_http.get("/session/status")
     assert [(c.method, c.path) for c in hook.calls] == [
         ("POST", "/session"),
         ("GET", "/session/status"),
@@ -113,13 +113,13 @@ async def test_the_client_tries_an_abort_four_times_and_fail_abort_fails_them_al
 
 
 async def test_fail_abort_answers_its_status_and_body(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     sid = fake.add_session()
     refusal = {"name": "BadRequest", "data": {"message": "no"}}
     fake.fail_abort(sid, status=400, body=refusal)
     for _ in range(3):
-        response = await client.post(f"/session/{sid}/abort")
+        response = await fake_http.post(f"/session/{sid}/abort")
         assert response.status_code == 400 and response.json() == refusal
     other = fake.add_session()
-    assert (await client.post(f"/session/{other}/abort")).json() is True
+    assert (await fake_http.post(f"/session/{other}/abort")).json() is True

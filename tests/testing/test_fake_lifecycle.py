@@ -87,24 +87,24 @@ async def messages(client: httpx.AsyncClient, session_id: str) -> list[JSON]:
 
 
 async def test_prompt_in_the_finishing_window_starts_a_second_run_after_the_idle(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("first", [Text("first answer")])
     fake.script("second", [Text("second answer")])
-    sid = await new_session(client)
+    sid = await new_session(fake_http)
     hold = fake.hold_run_end(sid)
-    await prompt(client, sid, "go [[script:first]]")
+    await prompt(fake_http, sid, "go [[script:first]]")
     await hold.wait_started()
     assert hold.session_ids == [sid]
-    await prompt(client, sid, "follow up [[script:second]]")
+    await prompt(fake_http, sid, "follow up [[script:second]]")
     # Held between the last step and the idle: the follow-up is not echoed yet.
-    assert [m["info"]["role"] for m in await messages(client, sid)] == ["user", "assistant"]
+    assert [m["info"]["role"] for m in await messages(fake_http, sid)] == ["user", "assistant"]
     assert "session.idle" not in [e["type"] for e in stream.of(sid)]
     hold.release()
     await stream.wait_count("session.idle", sid, 2)
     await fake.wait_until(lambda: not fake.sessions[sid].busy)
 
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     assert [m["info"]["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     first_prompt, first_answer, follow_up, second_answer = (m["info"] for m in stored)
     assert first_answer["parentID"] == first_prompt["id"]
@@ -147,66 +147,66 @@ async def test_prompt_in_the_finishing_window_starts_a_second_run_after_the_idle
 
 
 async def test_a_prompt_during_a_step_joins_the_next_step_without_an_idle(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("slow", [Text("first answer", chunks=3, delay=0.02)])
-    sid = await new_session(client)
-    await prompt(client, sid, "go [[script:slow]]")
+    sid = await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:slow]]")
     await stream.wait_for(lambda e: e["type"] == "message.part.delta")
-    await prompt(client, sid, "more")
+    await prompt(fake_http, sid, "more")
     await stream.wait_count("session.idle", sid, 1)
     await fake.wait_until(lambda: not fake.sessions[sid].busy)
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     assert [m["info"]["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     assert stored[3]["info"]["parentID"] == stored[2]["info"]["id"]
     assert [e["type"] for e in stream.of(sid)].count("session.idle") == 1
 
 
 async def test_a_blocking_prompt_in_the_window_answers_with_its_own_run(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("second", [Text("second answer")])
-    sid = await new_session(client)
+    sid = await new_session(fake_http)
     hold = fake.hold_run_end()
-    await prompt(client, sid, "go")
+    await prompt(fake_http, sid, "go")
     await hold.wait_started()
     body = {"parts": [{"type": "text", "text": "again [[script:second]]"}]}
-    blocking = asyncio.create_task(client.post(f"/session/{sid}/message", json=body))
+    blocking = asyncio.create_task(fake_http.post(f"/session/{sid}/message", json=body))
     await asyncio.sleep(0.01)
     assert not blocking.done()
     hold.release()
     answer = (await blocking).json()
     assert answer["info"]["role"] == "assistant"
     assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == ["second answer"]
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     assert answer["info"]["parentID"] == stored[2]["info"]["id"]
 
 
 async def test_a_hold_on_another_session_does_not_hold_this_one(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
-    held, free = await new_session(client), await new_session(client)
+    held, free = await new_session(fake_http), await new_session(fake_http)
     hold = fake.hold_run_end(held)
-    await prompt(client, free, "go")
+    await prompt(fake_http, free, "go")
     await stream.wait_count("session.idle", free, 1)
     assert not hold.started.is_set()
 
 
 async def test_an_abort_in_the_window_still_runs_the_follow_up(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("second", [Text("second answer")])
-    sid = await new_session(client)
+    sid = await new_session(fake_http)
     hold = fake.hold_run_end(sid)
-    await prompt(client, sid, "go")
+    await prompt(fake_http, sid, "go")
     await hold.wait_started()
-    await prompt(client, sid, "again [[script:second]]")
-    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    await prompt(fake_http, sid, "again [[script:second]]")
+    assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     hold.release()
     await fake.wait_until(
         lambda: not fake.sessions[sid].busy and len(fake.sessions[sid].messages) == 4
     )
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     assert stored[3]["info"]["parentID"] == stored[2]["info"]["id"]
     assert [p["text"] for p in stored[3]["parts"] if p["type"] == "text"] == ["second answer"]
 
@@ -215,7 +215,7 @@ async def test_an_abort_in_the_window_still_runs_the_follow_up(
 
 
 async def test_compaction_mid_run_inserts_a_summary_and_a_synthetic_continue(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script(
         "big",
@@ -225,12 +225,12 @@ async def test_compaction_mid_run_inserts_a_summary_and_a_synthetic_continue(
             Text("after compaction"),
         ],
     )
-    sid = await new_session(client)
-    await prompt(client, sid, "go [[script:big]]")
+    sid = await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:big]]")
     await stream.wait_count("session.idle", sid, 1)
     await fake.wait_until(lambda: not fake.sessions[sid].busy)
 
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     infos = [m["info"] for m in stored]
     assert [i["role"] for i in infos] == [
         "user",
@@ -299,30 +299,30 @@ async def test_compaction_mid_run_inserts_a_summary_and_a_synthetic_continue(
 
 
 async def test_compaction_after_a_text_step_ends_that_step_stop(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.summary_text = "default summary"
     fake.script("big", [Text("big answer"), Compact(), Text("done")])
-    sid = await new_session(client)
-    await prompt(client, sid, "go [[script:big]]")
+    sid = await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:big]]")
     await stream.wait_count("session.idle", sid, 1)
     await fake.wait_until(lambda: not fake.sessions[sid].busy)
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     assert stored[1]["info"]["finish"] == "stop"
     assert [p["text"] for p in stored[3]["parts"] if p["type"] == "text"] == ["default summary"]
     assert stored[5]["info"]["parentID"] == stored[4]["info"]["id"]
 
 
 async def test_a_task_child_compacted_mid_run_answers_with_its_continuation(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("child", [Text("before"), Compact(summary="child summary"), Text("child result")])
     fake.script("parent", [Task("explore", "child"), Text("parent done")])
-    sid = await new_session(client)
-    await prompt(client, sid, "go [[script:parent]]")
+    sid = await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:parent]]")
     await stream.wait_count("session.idle", sid, 1)
     await fake.wait_until(lambda: not fake.sessions[sid].busy)
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     (task_part,) = [p for m in stored for p in m["parts"] if p["type"] == "tool"]
     assert "child result" in task_part["state"]["output"]
     assert "child summary" not in task_part["state"]["output"]
@@ -332,11 +332,11 @@ async def test_a_task_child_compacted_mid_run_answers_with_its_continuation(
 
 
 async def test_a_retried_model_call_announces_each_retry_then_fails(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("flaky", [Fail(message="boom", retries=5, retry_delay=0.001)])
-    sid = await new_session(client)
-    await prompt(client, sid, "go [[script:flaky]]")
+    sid = await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:flaky]]")
     await stream.wait_count("session.idle", sid, 2)
     await fake.wait_until(lambda: not fake.sessions[sid].busy)
 
@@ -360,31 +360,31 @@ async def test_a_retried_model_call_announces_each_retry_then_fails(
     assert error["data"]["statusCode"] == 500
     assert error["data"]["isRetryable"] is True
     assert json.loads(error["data"]["responseBody"])["error"]["type"] == "server_error"
-    stored = await messages(client, sid)
+    stored = await messages(fake_http, sid)
     assert stored[1]["info"]["error"] == error
 
 
 async def test_status_answers_retry_while_it_lasts_and_an_abort_ends_it_quietly(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("flaky", [Fail(message="boom", retries=5, retry_delay=30.0)])
-    sid = await new_session(client)
-    await prompt(client, sid, "go [[script:flaky]]")
+    sid = await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:flaky]]")
     await stream.wait_for(
         lambda e: e["type"] == "session.status" and e["properties"]["status"]["type"] == "retry"
     )
-    status = (await client.get("/session/status")).json()
+    status = (await fake_http.get("/session/status")).json()
     assert status[sid]["type"] == "retry"
     assert status[sid]["attempt"] == 1
     assert status[sid]["message"] == "boom"
     mark = len(stream.of(sid))
-    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     await stream.wait_count("session.idle", sid, 1)
     await asyncio.sleep(0.01)
     # Measured: the message completes without an error, then one idle pair.
     assert briefs(stream, sid)[mark:] == ["assistant+", "status idle", "session.idle"]
-    assert (await client.get("/session/status")).json() == {}
-    stored = await messages(client, sid)
+    assert (await fake_http.get("/session/status")).json() == {}
+    stored = await messages(fake_http, sid)
     assert "error" not in stored[1]["info"]
     assert "completed" in stored[1]["info"]["time"]
 
@@ -393,13 +393,13 @@ async def test_status_answers_retry_while_it_lasts_and_an_abort_ends_it_quietly(
 
 
 async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("long", [Tool("bash", {"command": "sleep 30"}, duration=float("inf"))])
     fake.script("ask", [Permission("bash", patterns=("rm -rf build",))])
-    sid, asking = await new_session(client), await new_session(client)
-    await prompt(client, sid, "go [[script:long]]")
-    await prompt(client, asking, "go [[script:ask]]")
+    sid, asking = await new_session(fake_http), await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:long]]")
+    await prompt(fake_http, asking, "go [[script:ask]]")
     await stream.wait_for(lambda e: e["type"] == "permission.asked")
     await fake.wait_until(
         lambda: any(
@@ -408,7 +408,7 @@ async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
             for p in m.parts
         )
     )
-    assert len((await client.get("/permission")).json()) == 1
+    assert len((await fake_http.get("/permission")).json()) == 1
     mark = len(fake.events)
 
     await fake.restart()
@@ -416,18 +416,18 @@ async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
     assert len(fake.events) == mark  # nothing said about the vanished runs
     await asyncio.sleep(0.01)
     assert isinstance(stream.error, httpx.RemoteProtocolError)
-    assert (await client.get("/session/status")).json() == {}
-    assert (await client.get("/permission")).json() == []
-    stored = await messages(client, sid)
+    assert (await fake_http.get("/session/status")).json() == {}
+    assert (await fake_http.get("/permission")).json() == []
+    stored = await messages(fake_http, sid)
     assistant = stored[1]["info"]
     assert "completed" not in assistant["time"]
     assert "error" not in assistant and "finish" not in assistant
     (tool,) = [p for p in stored[1]["parts"] if p["type"] == "tool"]
     assert tool["state"]["status"] == "running"
 
-    fresh = await EventLog(client).start(fake)
+    fresh = await EventLog(fake_http).start(fake)
     try:
-        assert (await client.post(f"/session/{sid}/abort")).json() is True
+        assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
         await fresh.wait_for(lambda e: e["type"] == "session.idle")
         await asyncio.sleep(0.01)
         assert [brief(e) for e in fresh.events] == [
@@ -440,18 +440,18 @@ async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
 
 
 async def test_a_blocking_prompt_cut_by_a_restart_fails_like_a_dropped_connection(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient, stream: EventLog
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient, stream: EventLog
 ) -> None:
     fake.script("long", [Tool("bash", {"command": "sleep 30"}, duration=float("inf"))])
-    sid = await new_session(client)
+    sid = await new_session(fake_http)
     body = {"parts": [{"type": "text", "text": "go [[script:long]]"}]}
-    blocking = asyncio.create_task(client.post(f"/session/{sid}/message", json=body))
+    blocking = asyncio.create_task(fake_http.post(f"/session/{sid}/message", json=body))
     await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 2)
     await fake.restart()
     with pytest.raises(httpx.RemoteProtocolError):
         await blocking
     # The server still works: a new prompt runs.
-    await prompt(client, sid, "again")
+    await prompt(fake_http, sid, "again")
     await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 4)
     await fake.wait_until(lambda: not fake.sessions[sid].busy)
 
@@ -460,19 +460,19 @@ async def test_a_blocking_prompt_cut_by_a_restart_fails_like_a_dropped_connectio
 
 
 async def test_status_failures_for_a_period_then_the_truth(
-    fake: FakeOpenCodeServer, client: httpx.AsyncClient
+    fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient
 ) -> None:
     fake.script("long", [Tool("bash", {"command": "sleep 30"}, duration=float("inf"))])
-    sid = await new_session(client)
-    await prompt(client, sid, "go [[script:long]]")
+    sid = await new_session(fake_http)
+    await prompt(fake_http, sid, "go [[script:long]]")
     await fake.wait_until(lambda: fake.sessions[sid].busy)
     hook = fake.fail("GET", "/session/status", status=503, times=3)
-    codes = [(await client.get("/session/status")).status_code for _ in range(4)]
+    codes = [(await fake_http.get("/session/status")).status_code for _ in range(4)]
     assert codes == [503, 503, 503, 200]
     assert hook.call_count == 4
-    assert (await client.get("/session/status")).json() == {sid: {"type": "busy"}}
+    assert (await fake_http.get("/session/status")).json() == {sid: {"type": "busy"}}
     hook.remove()
     always = fake.fail("GET", "/session/status", status=503, times=None)
-    assert [(await client.get("/session/status")).status_code for _ in range(3)] == [503] * 3
+    assert [(await fake_http.get("/session/status")).status_code for _ in range(3)] == [503] * 3
     always.remove()
-    assert (await client.get("/session/status")).status_code == 200
+    assert (await fake_http.get("/session/status")).status_code == 200

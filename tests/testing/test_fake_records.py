@@ -23,22 +23,22 @@ PASSWORD = "s3cret-pass-word"
 
 
 async def test_a_json_body_is_recorded_parsed(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = (await new_session(client, title="hello"))["id"]
-    await prompt(client, sid, "hi", agent="build")
+    sid = (await new_session(fake_http, title="hello"))["id"]
+    await prompt(fake_http, sid, "hi", agent="build")
     created, prompted = fake.requests[-2:]
     assert created.body == {"title": "hello"}
     assert prompted.body == {"parts": [{"type": "text", "text": "hi"}], "agent": "build"}
 
 
 async def test_an_empty_body_is_none_and_other_bytes_stay_raw(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     sid = fake.add_session()
-    await client.post(f"/session/{sid}/abort")
-    await client.post(f"/session/{sid}/prompt_async", content=b"{not json")
-    await client.post("/session", content=b"\xff\xfe")
+    await fake_http.post(f"/session/{sid}/abort")
+    await fake_http.post(f"/session/{sid}/prompt_async", content=b"{not json")
+    await fake_http.post("/session", content=b"\xff\xfe")
     empty, malformed, binary = fake.requests[-3:]
     assert empty.body is None
     assert malformed.body == b"{not json" and malformed.status == 500
@@ -46,13 +46,13 @@ async def test_an_empty_body_is_none_and_other_bytes_stay_raw(
 
 
 async def test_a_streamed_body_is_read_once_and_still_reaches_the_route(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"title": '
         yield b'"streamed"}'
 
-    response = await client.post(
+    response = await fake_http.post(
         "/session", content=chunks(), headers={"content-type": "application/json"}
     )
     assert response.status_code == 200 and response.json()["title"] == "streamed"
@@ -60,9 +60,9 @@ async def test_a_streamed_body_is_read_once_and_still_reaches_the_route(
 
 
 async def test_query_is_a_read_only_multi_mapping_first_value_by_key(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    await client.get("/session", params=[("roots", "true"), ("tag", "a"), ("tag", "b")])
+    await fake_http.get("/session", params=[("roots", "true"), ("tag", "a"), ("tag", "b")])
     query = fake.requests[-1].query
     assert query["roots"] == "true"
     assert query["tag"] == "a" and query.get_list("tag") == ["a", "b"]
@@ -74,14 +74,14 @@ async def test_query_is_a_read_only_multi_mapping_first_value_by_key(
 
 
 async def test_headers_are_case_insensitive(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    await client.get("/session", headers={"X-OpenCode-Directory": "/tmp/elsewhere"})
+    await fake_http.get("/session", headers={"X-OpenCode-Directory": "/tmp/elsewhere"})
     headers = fake.requests[-1].headers
     assert headers["x-opencode-directory"] == "/tmp/elsewhere"
     assert headers["X-OPENCODE-DIRECTORY"] == "/tmp/elsewhere"
     latin1 = {b"x-opencode-directory": "/tmp/caf\xe9".encode("latin-1")}
-    await client.get("/session", headers=latin1)
+    await fake_http.get("/session", headers=latin1)
     assert fake.requests[-1].headers["x-opencode-directory"] == "/tmp/caf\xe9", "sent raw"
 
 
@@ -108,13 +108,13 @@ async def test_the_password_appears_nowhere_in_a_recorded_request() -> None:
 
 
 async def test_calls_filter_by_method_and_pattern_in_order(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     a, b = fake.add_session(), fake.add_session()
-    await client.post(f"/session/{a}/abort")
-    await client.get(f"/session/{a}")
-    await client.post(f"/session/{b}/abort")
-    await client.post(f"/session/{a}/abort")
+    await fake_http.post(f"/session/{a}/abort")
+    await fake_http.get(f"/session/{a}")
+    await fake_http.post(f"/session/{b}/abort")
+    await fake_http.post(f"/session/{a}/abort")
     aborts = fake.calls("POST", "/session/{id}/abort")
     assert [r.session_id for r in aborts] == [a, b, a]
     assert all(isinstance(r, RecordedRequest) for r in aborts)

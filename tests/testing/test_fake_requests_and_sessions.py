@@ -35,7 +35,7 @@ from tests.testing.fake_support import (
 
 
 async def test_permission_round_trip(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script(
         "perm",
@@ -44,8 +44,8 @@ async def test_permission_round_trip(
             Text("ok"),
         ],
     )
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:perm]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:perm]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     props = asked["properties"]
     assert props["id"].startswith("per_")
@@ -54,28 +54,28 @@ async def test_permission_round_trip(
     assert props["patterns"] == ["rm -rf build"]
     assert props["metadata"] == {"command": "rm -rf build"}  # measured defaults for bash
     assert props["always"] == ["rm *"]
-    assert [p["id"] for p in (await client.get("/permission")).json()] == [props["id"]]
+    assert [p["id"] for p in (await fake_http.get("/permission")).json()] == [props["id"]]
     assert fake.sessions[sid].busy
 
-    reply = await client.post(f"/permission/{props['id']}/reply", json={"reply": "once"})
+    reply = await fake_http.post(f"/permission/{props['id']}/reply", json={"reply": "once"})
     assert reply.status_code == 200
     assert reply.json() is True
     replied = await log.wait_for(lambda e: e["type"] == "permission.replied")
     assert replied["properties"] == {"sessionID": sid, "requestID": props["id"], "reply": "once"}
     await idle(fake, sid)
     assert tool_parts(fake, sid, "bash")[0]["state"]["status"] == "completed"
-    again = await client.post(f"/permission/{props['id']}/reply", json={"reply": "once"})
+    again = await fake_http.post(f"/permission/{props['id']}/reply", json={"reply": "once"})
     assert again.status_code == 404
 
 
 async def test_permission_reject_stops_run(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("perm", [Permission("edit", ["src/*"]), Text("never")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:perm]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:perm]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
-    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
+    await fake_http.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
     await idle(fake, sid)
     state = tool_parts(fake, sid, "edit")[0]["state"]
     assert state["status"] == "error"
@@ -85,7 +85,7 @@ async def test_permission_reject_stops_run(
 
 
 async def test_abort_leaves_pending_requests_as_ghosts(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured on 1.18.34: an abort does not withdraw its session's open permission or
     question request. It stays listed, its tool part ends ``error`` (interrupted), the
@@ -94,42 +94,42 @@ async def test_abort_leaves_pending_requests_as_ghosts(
     questions = [{"question": "Go?", "header": "Go", "options": [{"label": "yes"}]}]
     fake.script("perm", [Permission("bash", ["ls"]), Text("never")])
     fake.script("ask", [Question(questions), Text("never")])
-    perm_sid = (await new_session(client))["id"]
-    ask_sid = (await new_session(client))["id"]
-    await prompt(client, perm_sid, "[[script:perm]]")
-    await prompt(client, ask_sid, "[[script:ask]]")
+    perm_sid = (await new_session(fake_http))["id"]
+    ask_sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, perm_sid, "[[script:perm]]")
+    await prompt(fake_http, ask_sid, "[[script:ask]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     question = await log.wait_for(lambda e: e["type"] == "question.asked")
     for sid in (perm_sid, ask_sid):
-        await client.post(f"/session/{sid}/abort")
-    assert (await client.get("/session/status")).json() == {}
+        await fake_http.post(f"/session/{sid}/abort")
+    assert (await fake_http.get("/session/status")).json() == {}
     permission_id, question_id = asked["properties"]["id"], question["properties"]["id"]
-    assert [p["id"] for p in (await client.get("/permission")).json()] == [permission_id]
-    assert [q["id"] for q in (await client.get("/question")).json()] == [question_id]
+    assert [p["id"] for p in (await fake_http.get("/permission")).json()] == [permission_id]
+    assert [q["id"] for q in (await fake_http.get("/question")).json()] == [question_id]
     assert fake.sessions[perm_sid].pending_requests == [permission_id]
     for sid, tool in ((perm_sid, "bash"), (ask_sid, "question")):
         state = tool_parts(fake, sid, tool)[0]["state"]
         assert (state["status"], state["error"]) == ("error", "Tool execution aborted")
         assert state["metadata"] == {"interrupted": True}
 
-    await prompt(client, perm_sid, "next")  # a later turn neither answers nor needs it
+    await prompt(fake_http, perm_sid, "next")  # a later turn neither answers nor needs it
     await idle(fake, perm_sid)
     assert fake.sessions[perm_sid].messages[-1].text == "ok"
-    assert [p["id"] for p in (await client.get("/permission")).json()] == [permission_id]
+    assert [p["id"] for p in (await fake_http.get("/permission")).json()] == [permission_id]
 
     events_before = len(log.events)
-    reply = await client.post(f"/permission/{permission_id}/reply", json={"reply": "once"})
+    reply = await fake_http.post(f"/permission/{permission_id}/reply", json={"reply": "once"})
     assert (reply.status_code, reply.json()) == (200, True)
-    answer = await client.post(f"/question/{question_id}/reply", json={"answers": [["yes"]]})
+    answer = await fake_http.post(f"/question/{question_id}/reply", json={"answers": [["yes"]]})
     assert (answer.status_code, answer.json()) == (200, True)
     await log.wait_for(lambda e: e["type"] == "question.replied")
     late = [e["type"] for e in log.events[events_before:]]
     assert late == ["permission.replied", "question.replied"]  # and nothing runs
     assert tool_parts(fake, perm_sid, "bash")[0]["state"]["status"] == "error"
-    assert (await client.get("/permission")).json() == []
-    assert (await client.get("/question")).json() == []
+    assert (await fake_http.get("/permission")).json() == []
+    assert (await fake_http.get("/question")).json() == []
     assert fake.sessions[perm_sid].pending_requests == []
-    again = await client.post(f"/permission/{permission_id}/reply", json={"reply": "once"})
+    again = await fake_http.post(f"/permission/{permission_id}/reply", json={"reply": "once"})
     assert again.status_code == 404
     assert not any(
         "never" in m.text for s in (perm_sid, ask_sid) for m in fake.sessions[s].messages
@@ -137,7 +137,7 @@ async def test_abort_leaves_pending_requests_as_ghosts(
 
 
 async def test_question_reply_and_reject(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     questions = [
         {
@@ -150,14 +150,14 @@ async def test_question_reply_and_reject(
         }
     ]
     fake.script("ask", [Question(questions), Text("thanks")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:ask]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:ask]]")
     asked = await log.wait_for(lambda e: e["type"] == "question.asked")
     qid = asked["properties"]["id"]
     assert qid.startswith("que_")
     assert asked["properties"]["questions"] == questions
     assert asked["properties"]["sessionID"] == sid
-    response = await client.post(f"/question/{qid}/reply", json={"answers": [["blue"]]})
+    response = await fake_http.post(f"/question/{qid}/reply", json={"answers": [["blue"]]})
     assert response.json() is True
     replied = await log.wait_for(lambda e: e["type"] == "question.replied")
     assert replied["properties"] == {"sessionID": sid, "requestID": qid, "answers": [["blue"]]}
@@ -167,54 +167,54 @@ async def test_question_reply_and_reject(
     assert "blue" in state["output"]
     assert fake.sessions[sid].messages[-1].text == "thanks"
 
-    await prompt(client, sid, "[[script:ask]]")
+    await prompt(fake_http, sid, "[[script:ask]]")
     second = await log.wait_for(
         lambda e: e["type"] == "question.asked" and e["properties"]["id"] != qid
     )
-    rejected = await client.post(f"/question/{second['properties']['id']}/reject")
+    rejected = await fake_http.post(f"/question/{second['properties']['id']}/reject")
     assert rejected.json() is True
     await log.wait_for(lambda e: e["type"] == "question.rejected")
     await idle(fake, sid)
     assert tool_parts(fake, sid, "question")[-1]["state"]["status"] == "error"
-    assert (await client.post("/question/que_nope/reject")).status_code == 404
+    assert (await fake_http.post("/question/que_nope/reject")).status_code == 404
 
 
 # --------------------------------------------------------------------- revert
 
 
 async def test_revert_marks_and_the_next_prompt_removes(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured on 1.18.34: revert keeps the messages and sets ``session.revert``;
     unrevert clears it; the next prompt removes the reverted messages."""
     fake.script("hang", [Hang()])
-    sid = (await new_session(client))["id"]
+    sid = (await new_session(fake_http))["id"]
     for text in ("one", "two", "three"):
-        await prompt(client, sid, text)
+        await prompt(fake_http, sid, text)
         await idle(fake, sid)
     messages = fake.sessions[sid].messages
     second_user, second_reply = messages[2].id, messages[3].id
     tokens_before = fake.sessions[sid].info["tokens"]
     assert tokens_before["input"] == 30  # three steps of 10 input tokens
 
-    response = await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
+    response = await fake_http.post(f"/session/{sid}/revert", json={"messageID": second_user})
     assert response.status_code == 200
     assert response.json()["revert"] == {"messageID": second_user}
-    assert len((await client.get(f"/session/{sid}/message")).json()) == 6  # nothing removed
+    assert len((await fake_http.get(f"/session/{sid}/message")).json()) == 6  # nothing removed
     assert "message.removed" not in log.types(sid)
     # An assistant message reverts from the user message of its turn.
-    at_reply = await client.post(f"/session/{sid}/revert", json={"messageID": second_reply})
+    at_reply = await fake_http.post(f"/session/{sid}/revert", json={"messageID": second_reply})
     assert at_reply.json()["revert"] == {"messageID": second_user}
-    unknown = await client.post(f"/session/{sid}/revert", json={"messageID": "msg_unknown"})
+    unknown = await fake_http.post(f"/session/{sid}/revert", json={"messageID": "msg_unknown"})
     assert unknown.json()["revert"] == {"messageID": second_user}
 
-    undone = await client.post(f"/session/{sid}/unrevert")
+    undone = await fake_http.post(f"/session/{sid}/unrevert")
     assert undone.status_code == 200 and "revert" not in undone.json()
-    assert "revert" not in (await client.post(f"/session/{sid}/unrevert")).json()
-    await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
+    assert "revert" not in (await fake_http.post(f"/session/{sid}/unrevert")).json()
+    await fake_http.post(f"/session/{sid}/revert", json={"messageID": second_user})
 
     mark = len(log.events)
-    await prompt(client, sid, "four")
+    await prompt(fake_http, sid, "four")
     await idle(fake, sid)
     later = log.events[mark:]
     removed = [i for i, e in enumerate(later) if e["type"] == "message.removed"]
@@ -226,41 +226,41 @@ async def test_revert_marks_and_the_next_prompt_removes(
     texts = [m.text for m in fake.sessions[sid].messages]
     assert texts == ["one", "ok", "four", "ok"]
 
-    await prompt(client, sid, "[[script:hang]]")
-    busy = await client.post(f"/session/{sid}/revert", json={"messageID": second_user})
+    await prompt(fake_http, sid, "[[script:hang]]")
+    busy = await fake_http.post(f"/session/{sid}/revert", json={"messageID": second_user})
     assert busy.status_code == 409
     assert busy.json() == {
         "_tag": "SessionBusyError",
         "sessionID": sid,
         "message": f"Session is busy: {sid}",
     }
-    assert (await client.post(f"/session/{sid}/unrevert")).status_code == 409
-    await client.post(f"/session/{sid}/abort")
+    assert (await fake_http.post(f"/session/{sid}/unrevert")).status_code == 409
+    await fake_http.post(f"/session/{sid}/abort")
 
 
 async def test_revert_at_a_part_removes_the_rest_of_its_message(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("work", [Text("before"), Tool("bash", {"command": "ls"}, output="a\n")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:work]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:work]]")
     await idle(fake, sid)
     first_reply = fake.sessions[sid].messages[1]
     parts = first_reply.parts
     tool = next(p for p in parts if p["type"] == "tool")
     text = next(p for p in parts if p["type"] == "text")
     # A part with no text or tool before it reverts the whole turn.
-    whole = await client.post(
+    whole = await fake_http.post(
         f"/session/{sid}/revert", json={"messageID": first_reply.id, "partID": text["id"]}
     )
     assert whole.json()["revert"] == {"messageID": fake.sessions[sid].messages[0].id}
-    response = await client.post(
+    response = await fake_http.post(
         f"/session/{sid}/revert", json={"messageID": first_reply.id, "partID": tool["id"]}
     )
     assert response.json()["revert"] == {"messageID": first_reply.id, "partID": tool["id"]}
     later = fake.sessions[sid].messages[2].id
     mark = len(log.events)
-    await prompt(client, sid, "again")
+    await prompt(fake_http, sid, "again")
     await idle(fake, sid)
     removals = [
         (e["type"], e["properties"]["messageID"], e["properties"].get("partID"))
@@ -278,14 +278,14 @@ async def test_revert_at_a_part_removes_the_rest_of_its_message(
 
 
 async def test_session_fields_before_and_after_turns(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     """The Session object's fields as measured on 1.18.34: usage from the start,
     ``summary``/``agent``/``model`` from the first prompt, tokens summed per step."""
     fake.script("work", [Tool("bash", {"command": "ls"}, output="a\n"), Text("done")])
     fake.script("kid", [Text("kid")])
     fake.script("spawn", [Task("explore", "kid")])
-    created = await new_session(client, title="t")
+    created = await new_session(fake_http, title="t")
     zero = {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
     assert list(created) == [
         "id", "slug", "projectID", "directory", "path",
@@ -294,9 +294,9 @@ async def test_session_fields_before_and_after_turns(
     assert created["path"] == created["directory"].lstrip("/")
     assert (created["cost"], created["tokens"]) == (0, zero)
     sid = created["id"]
-    await prompt(client, sid, "[[script:work]]")
+    await prompt(fake_http, sid, "[[script:work]]")
     await idle(fake, sid)
-    info = (await client.get(f"/session/{sid}")).json()
+    info = (await fake_http.get(f"/session/{sid}")).json()
     assert info["summary"] == {"additions": 0, "deletions": 0, "files": 0}
     assert info["agent"] == "build"
     assert info["model"] == {"id": "fake-model", "providerID": "fake", "variant": "default"}
@@ -315,29 +315,29 @@ async def test_session_fields_before_and_after_turns(
     }
     assert info["time"]["updated"] >= created["time"]["updated"]
 
-    await prompt(client, sid, "[[script:spawn]]")
+    await prompt(fake_http, sid, "[[script:spawn]]")
     await idle(fake, sid)
-    child = (await client.get(f"/session/{sid}/children")).json()[0]
+    child = (await fake_http.get(f"/session/{sid}/children")).json()[0]
     assert child["agent"] == "general" and child["permission"] == []
     assert child["tokens"]["input"] > 0  # the child's own step
     asked = await new_session(
-        client, permission=[{"permission": "bash", "pattern": "*", "action": "ask"}]
+        fake_http, permission=[{"permission": "bash", "pattern": "*", "action": "ask"}]
     )
     assert asked["permission"] == [{"permission": "bash", "pattern": "*", "action": "ask"}]
 
 
 async def test_patch_session(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured: ``session.updated`` per PATCH, ``time.updated`` unchanged, unknown
     fields ignored, archived sessions still listed."""
-    created = await new_session(client, title="before")
+    created = await new_session(fake_http, title="before")
     sid = created["id"]
-    renamed = await client.patch(f"/session/{sid}", json={"title": "after"})
+    renamed = await fake_http.patch(f"/session/{sid}", json={"title": "after"})
     assert renamed.status_code == 200 and renamed.json()["title"] == "after"
-    archived = (await client.patch(f"/session/{sid}", json={"time": {"archived": 1234}})).json()
+    archived = (await fake_http.patch(f"/session/{sid}", json={"time": {"archived": 1234}})).json()
     assert archived["time"] == {**created["time"], "archived": 1234}
-    ignored = await client.patch(f"/session/{sid}", json={"bogus": 1})
+    ignored = await fake_http.patch(f"/session/{sid}", json={"bogus": 1})
     assert ignored.status_code == 200 and "bogus" not in ignored.json()
     updates = [
         e["properties"]["info"]
@@ -346,28 +346,28 @@ async def test_patch_session(
     ]
     assert [u["title"] for u in updates[-3:]] == ["after"] * 3
     assert {u["time"]["updated"] for u in updates[-3:]} == {created["time"]["updated"]}
-    assert sid in [s["id"] for s in (await client.get("/session")).json()]
-    missing = await client.patch("/session/ses_0000000000000000000000000", json={"title": "x"})
+    assert sid in [s["id"] for s in (await fake_http.get("/session")).json()]
+    missing = await fake_http.patch("/session/ses_0000000000000000000000000", json={"title": "x"})
     assert missing.status_code == 404 and missing.json()["name"] == "NotFoundError"
 
 
 async def test_delete_cascades_children_first_and_leaves_runs_and_requests(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured: ``200 true``; ``session.deleted`` per session, depth first in creation
     order; a busy deleted session stays busy (until aborted) and its pending request
     stays listed; the ids are then unknown (404) except to abort."""
     fake.script("hang", [Hang()])
     fake.script("perm", [Permission("bash", ["ls"])])
-    root = (await new_session(client))["id"]
-    kid = (await new_session(client, parentID=root))["id"]
-    grandkid = (await new_session(client, parentID=kid))["id"]
-    kid2 = (await new_session(client, parentID=root))["id"]
-    other = (await new_session(client))["id"]
-    await prompt(client, kid2, "[[script:hang]]")
-    await prompt(client, grandkid, "[[script:perm]]")
+    root = (await new_session(fake_http))["id"]
+    kid = (await new_session(fake_http, parentID=root))["id"]
+    grandkid = (await new_session(fake_http, parentID=kid))["id"]
+    kid2 = (await new_session(fake_http, parentID=root))["id"]
+    other = (await new_session(fake_http))["id"]
+    await prompt(fake_http, kid2, "[[script:hang]]")
+    await prompt(fake_http, grandkid, "[[script:perm]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
-    response = await client.delete(f"/session/{root}")
+    response = await fake_http.delete(f"/session/{root}")
     assert (response.status_code, response.json()) == (200, True)
     await log.wait_for(
         lambda e: e["type"] == "session.deleted" and e["properties"]["sessionID"] == root
@@ -380,30 +380,30 @@ async def test_delete_cascades_children_first_and_leaves_runs_and_requests(
         if e["type"] == "session.deleted"
     )
     for sid in (root, kid, grandkid, kid2):
-        assert (await client.get(f"/session/{sid}")).status_code == 404
+        assert (await fake_http.get(f"/session/{sid}")).status_code == 404
         assert sid not in fake.sessions
-    assert (await client.delete(f"/session/{root}")).status_code == 404
-    assert set((await client.get("/session/status")).json()) == {kid2, grandkid}
-    assert [p["id"] for p in (await client.get("/permission")).json()] == [
+    assert (await fake_http.delete(f"/session/{root}")).status_code == 404
+    assert set((await fake_http.get("/session/status")).json()) == {kid2, grandkid}
+    assert [p["id"] for p in (await fake_http.get("/permission")).json()] == [
         asked["properties"]["id"]
     ]
     assert list(fake.sessions) == [other]
-    assert (await client.post(f"/session/{kid2}/abort")).json() is True
-    assert set((await client.get("/session/status")).json()) == {grandkid}
+    assert (await fake_http.post(f"/session/{kid2}/abort")).json() is True
+    assert set((await fake_http.get("/session/status")).json()) == {grandkid}
 
 
 async def test_summarize_runs_a_compaction_turn(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     """Measured: a user message with a ``compaction`` part, a ``summary`` assistant message
     of agent ``compaction`` streaming the summary, ``session.compacted``, idle; ``true``."""
     fake.summary_text = "We fixed the build."
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "hello")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "hello")
     await idle(fake, sid)
     mark = len(log.events)
     body = {"providerID": "fake", "modelID": "fake-model"}
-    response = await client.post(f"/session/{sid}/summarize", json=body)
+    response = await fake_http.post(f"/session/{sid}/summarize", json=body)
     assert (response.status_code, response.json()) == (200, True)
     user, summary = [m.to_json() for m in fake.sessions[sid].messages[2:]]
     assert [p["type"] for p in user["parts"]] == ["compaction"]
@@ -416,22 +416,22 @@ async def test_summarize_runs_a_compaction_turn(
     types = [e["type"] for e in log.events[mark:] if e["properties"].get("sessionID") == sid]
     assert types.index("session.compacted") > types.index("message.part.delta")
     assert types[-2:] == ["session.status", "session.idle"] or "session.idle" in types
-    bad = await client.post(f"/session/{sid}/summarize", json={"auto": True})
+    bad = await fake_http.post(f"/session/{sid}/summarize", json={"auto": True})
     assert bad.status_code == 400
 
 
 async def test_summarize_while_busy_waits_and_an_abort_drops_it(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = await hanging_session(client, fake)
+    sid = await hanging_session(fake_http, fake)
     await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 2)
     body = {"providerID": "fake", "modelID": "fake-model", "auto": True}
-    pending = asyncio.create_task(client.post(f"/session/{sid}/summarize", json=body))
+    pending = asyncio.create_task(fake_http.post(f"/session/{sid}/summarize", json=body))
     await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 3)
     compaction = fake.sessions[sid].messages[2].parts[0]
     assert (compaction["type"], compaction["auto"]) == ("compaction", True)
     assert not pending.done()
-    await client.post(f"/session/{sid}/abort")
+    await fake_http.post(f"/session/{sid}/abort")
     response = await pending
     assert (response.status_code, response.json()) == (200, True)
     assert [m.role for m in fake.sessions[sid].messages] == ["user", "assistant", "user"]
@@ -488,14 +488,14 @@ async def test_latency_and_in_flight_accounting() -> None:
         assert fake.max_in_flight == 0
 
 
-async def test_hold_and_release(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+async def test_hold_and_release(fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
     sid = fake.add_session(busy=True)
     hold = fake.hold("POST", "/session/{id}/abort")
-    pending = asyncio.create_task(client.post(f"/session/{sid}/abort"))
+    pending = asyncio.create_task(fake_http.post(f"/session/{sid}/abort"))
     await hold.wait_started()
     assert fake.in_flight == 1
     assert fake.sessions[sid].busy  # not handled while held
-    other = await client.get(f"/session/{sid}")  # other routes are not held
+    other = await fake_http.get(f"/session/{sid}")  # other routes are not held
     assert other.status_code == 200
     hold.release()
     response = await pending
@@ -504,26 +504,28 @@ async def test_hold_and_release(client: httpx.AsyncClient, fake: FakeOpenCodeSer
     assert len(hold.requests) == 1
 
 
-async def test_fail_and_custom_hooks(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+async def test_fail_and_custom_hooks(
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
+) -> None:
     sid = fake.add_session()
     fake.fail("GET", "/session/{id}/children", status=503, times=2)
-    codes = [(await client.get(f"/session/{sid}/children")).status_code for _ in range(3)]
+    codes = [(await fake_http.get(f"/session/{sid}/children")).status_code for _ in range(3)]
     assert codes == [503, 503, 200]
 
     fake.fail("GET", "/session/status", status=200, times=1, body=b"{not json")
     with pytest.raises(json.JSONDecodeError):
-        (await client.get("/session/status")).json()
+        (await fake_http.get("/session/status")).json()
 
     async def refuse(request: httpx.Request) -> httpx.Response | None:
         raise httpx.ConnectError("refused", request=request)
 
     hook = fake.on("*", "/global/*", refuse)
     with pytest.raises(httpx.ConnectError):
-        await client.get("/global/health")
+        await fake_http.get("/global/health")
     assert fake.requests[-1].status is None
     assert hook.call_count == 1
     hook.remove()
-    assert (await client.get("/global/health")).status_code == 200
+    assert (await fake_http.get("/global/health")).status_code == 200
 
     async def timeout_once(request: httpx.Request) -> httpx.Response | None:
         if request.url.path.endswith("/abort"):
@@ -532,7 +534,7 @@ async def test_fail_and_custom_hooks(client: httpx.AsyncClient, fake: FakeOpenCo
 
     fake.on("POST", "/session/{id}/{action}", timeout_once)
     with pytest.raises(httpx.ReadTimeout):
-        await client.post(f"/session/{sid}/abort")
+        await fake_http.post(f"/session/{sid}/abort")
     assert fake.sessions[sid].abort_count == 0
 
 
@@ -540,11 +542,11 @@ async def test_fail_and_custom_hooks(client: httpx.AsyncClient, fake: FakeOpenCo
 
 
 async def test_event_stream_fan_out_no_replay_and_raw(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    first = await EventLog(client).start(fake)
+    first = await EventLog(fake_http).start(fake)
     fake.emit("custom.one", {"n": 1})
-    second = await EventLog(client).start(fake)
+    second = await EventLog(fake_http).start(fake)
     fake.emit("custom.two", {"n": 2})
     for log in (first, second):
         await log.wait_for(lambda e: e["type"] == "custom.two")
@@ -553,7 +555,7 @@ async def test_event_stream_fan_out_no_replay_and_raw(
     assert all(e["id"].startswith("evt_") for e in first.events)
 
     raw: list[str] = []
-    async with client.stream("GET", "/event") as response:
+    async with fake_http.stream("GET", "/event") as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = response.aiter_lines()
         raw.append(await anext(lines))
@@ -570,14 +572,14 @@ async def test_event_stream_fan_out_no_replay_and_raw(
 
 
 async def test_drop_event_streams_and_reconnect(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    log = await EventLog(client).start(fake)
+    log = await EventLog(fake_http).start(fake)
     assert fake.drop_event_streams() == 1
     await asyncio.wait_for(log.ended.wait(), 1)
     assert isinstance(log.error, httpx.RemoteProtocolError)
     fake.emit("missed", {})
-    again = await EventLog(client).start(fake)
+    again = await EventLog(fake_http).start(fake)
     fake.emit("seen", {})
     await again.wait_for(lambda e: e["type"] == "seen")
     assert [e["type"] for e in again.events] == ["server.connected", "seen"]
@@ -593,9 +595,9 @@ async def test_heartbeat() -> None:
         await log.stop()
 
 
-async def test_wait_helpers(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+async def test_wait_helpers(fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
     mark = fake.event_count
-    sid = (await new_session(client))["id"]
+    sid = (await new_session(fake_http))["id"]
     created = await fake.wait_for_event(
         "session.created", lambda e: e["properties"]["sessionID"] == sid, since=mark
     )
@@ -604,7 +606,7 @@ async def test_wait_helpers(client: httpx.AsyncClient, fake: FakeOpenCodeServer)
         await fake.wait_for_event("session.created", timeout=0.05)
     waiter = asyncio.create_task(fake.wait_for_event("session.idle"))
     await asyncio.sleep(0)
-    await prompt(client, sid, "hi")
+    await prompt(fake_http, sid, "hi")
     idle_event = await waiter
     assert idle_event["properties"] == {"sessionID": sid}
     with pytest.raises(TimeoutError):
@@ -643,13 +645,13 @@ async def test_close_is_clean() -> None:
 
 
 async def test_abort_right_after_prompt_then_prompt_again(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = await hanging_session(client, fake)
-    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    sid = await hanging_session(fake_http, fake)
+    assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     assert not fake.sessions[sid].busy
     await log.wait_for(lambda e: e["type"] == "session.error")
-    await prompt(client, sid, "again")
+    await prompt(fake_http, sid, "again")
     await idle(fake, sid)
     assert fake.sessions[sid].messages[-1].text == "ok"
-    assert (await client.get("/session/status")).json() == {}
+    assert (await fake_http.get("/session/status")).json() == {}

@@ -33,16 +33,16 @@ from tests.testing.fake_support import (
 # --------------------------------------------------------------------- basics
 
 
-async def test_health(client: httpx.AsyncClient) -> None:
-    response = await client.get("/global/health")
+async def test_health(fake_http: httpx.AsyncClient) -> None:
+    response = await fake_http.get("/global/health")
     assert response.status_code == 200
     assert response.json() == {"healthy": True, "version": "1.18.34"}
 
 
 async def test_create_get_session_shapes(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    root = await new_session(client)
+    root = await new_session(fake_http)
     assert ID_RE.match(root["id"])
     assert root["title"].startswith("New session - ")
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", root["title"].split(" - ")[1])
@@ -51,13 +51,13 @@ async def test_create_get_session_shapes(
     assert root["time"]["created"] == root["time"]["updated"]
     assert "parentID" not in root
 
-    child = await new_session(client, parentID=root["id"])
+    child = await new_session(fake_http, parentID=root["id"])
     assert child["parentID"] == root["id"]
     assert child["title"].startswith("Child session - ")
-    titled = await new_session(client, title="hello")
+    titled = await new_session(fake_http, title="hello")
     assert titled["title"] == "hello"
 
-    got = await client.get(f"/session/{child['id']}")
+    got = await fake_http.get(f"/session/{child['id']}")
     assert got.status_code == 200
     assert got.json() == child
     await log.wait_for(lambda e: e["properties"].get("sessionID") == titled["id"])
@@ -67,37 +67,37 @@ async def test_create_get_session_shapes(
     assert created["properties"]["info"]["parentID"] == root["id"]
 
 
-async def test_not_found_and_bad_ids(client: httpx.AsyncClient) -> None:
+async def test_not_found_and_bad_ids(fake_http: httpx.AsyncClient) -> None:
     missing = "ses_0000000000000000000000000"
-    response = await client.get(f"/session/{missing}")
+    response = await fake_http.get(f"/session/{missing}")
     assert response.status_code == 404
     assert response.json() == {
         "name": "NotFoundError",
         "data": {"message": f"Session not found: {missing}"},
     }
-    children = await client.get(f"/session/{missing}/children")
+    children = await fake_http.get(f"/session/{missing}/children")
     assert children.status_code == 404
     assert children.json()["name"] == "NotFoundError"
 
     for path in ("/session/nope", "/session/nope/children", "/session/nope/abort"):
         method = "POST" if path.endswith("abort") else "GET"
-        bad = await client.request(method, path)
+        bad = await fake_http.request(method, path)
         assert bad.status_code == 500, path
         assert bad.json()["name"] == "UnknownError"
 
-    assert (await client.get("/no/such/route")).status_code == 404
-    assert (await client.delete("/global/health")).status_code == 404
+    assert (await fake_http.get("/no/such/route")).status_code == 404
+    assert (await fake_http.delete("/global/health")).status_code == 404
 
 
 async def test_children_direct_only_in_creation_order(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     """Measured on 1.18.34: four API children come back oldest first, grandchildren not."""
-    root = await new_session(client)
-    kids = [(await new_session(client, parentID=root["id"]))["id"] for _ in range(4)]
-    grandchild = await new_session(client, parentID=kids[0])
-    await client.patch(f"/session/{kids[0]}", json={"title": "renamed"})
-    response = await client.get(f"/session/{root['id']}/children")
+    root = await new_session(fake_http)
+    kids = [(await new_session(fake_http, parentID=root["id"]))["id"] for _ in range(4)]
+    grandchild = await new_session(fake_http, parentID=kids[0])
+    await fake_http.patch(f"/session/{kids[0]}", json={"title": "renamed"})
+    response = await fake_http.get(f"/session/{root['id']}/children")
     listed = [s["id"] for s in response.json()]
     assert listed == kids  # a rename does not move a child either
     assert grandchild["id"] not in listed
@@ -105,7 +105,7 @@ async def test_children_direct_only_in_creation_order(
 
 
 async def test_add_session_builds_trees_cheaply(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     started = time.perf_counter()
     root = fake.add_session(title="root")
@@ -116,7 +116,7 @@ async def test_add_session_builds_trees_cheaply(
     assert time.perf_counter() - started < 2.0
     assert all(ID_RE.match(s) for s in level)
     assert len(set(fake.sessions)) == len(fake.sessions)
-    children = (await client.get(f"/session/{root}/children")).json()
+    children = (await fake_http.get(f"/session/{root}/children")).json()
     assert len(children) == 12
     assert all(c["parentID"] == root for c in children)
     with pytest.raises(KeyError):
@@ -127,22 +127,22 @@ async def test_add_session_builds_trees_cheaply(
 
 
 async def test_status_map_lists_only_non_idle(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     a = fake.add_session(busy=True)
     b = fake.add_session()
     c = fake.add_session()
-    assert (await client.get("/session/status")).json() == {a: {"type": "busy"}}
+    assert (await fake_http.get("/session/status")).json() == {a: {"type": "busy"}}
     fake.set_busy(b, True)
     retry = {"type": "retry", "attempt": 1, "message": "rate limited", "next": 1000}
     fake.set_status(c, retry)
-    assert (await client.get("/session/status")).json() == {
+    assert (await fake_http.get("/session/status")).json() == {
         a: {"type": "busy"},
         b: {"type": "busy"},
         c: retry,
     }
     fake.set_busy(a, False)
-    assert set((await client.get("/session/status")).json()) == {b, c}
+    assert set((await fake_http.get("/session/status")).json()) == {b, c}
     await log.wait_for(lambda e: e["type"] == "session.idle")
     assert log.types(a) == ["session.status", "session.idle"]
     assert log.types(c) == ["session.status"]
@@ -152,12 +152,12 @@ async def test_status_map_lists_only_non_idle(
 
 
 async def test_default_run_event_sequence_and_messages(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = (await new_session(client))["id"]
-    response = await prompt(client, sid, "hello", messageID="msg_mine0001")
+    sid = (await new_session(fake_http))["id"]
+    response = await prompt(fake_http, sid, "hello", messageID="msg_mine0001")
     assert response.status_code == 204
-    assert (await client.get("/session/status")).json() == {sid: {"type": "busy"}}
+    assert (await fake_http.get("/session/status")).json() == {sid: {"type": "busy"}}
     await log.wait_for(lambda e: e["type"] == "session.idle")
     await log.wait_for(lambda _e: log.types(sid).count("session.diff") == 2)
     types = log.types(sid)
@@ -194,7 +194,7 @@ async def test_default_run_event_sequence_and_messages(
     assert echo["id"] == "msg_mine0001"
     assert echo["role"] == "user"
 
-    messages = (await client.get(f"/session/{sid}/message")).json()
+    messages = (await fake_http.get(f"/session/{sid}/message")).json()
     assert [m["info"]["role"] for m in messages] == ["user", "assistant"]
     user, assistant = messages
     assert user["parts"][0]["text"] == "hello"
@@ -206,14 +206,14 @@ async def test_default_run_event_sequence_and_messages(
     text = assistant["parts"][1]
     assert text["text"] == "ok"
     assert "end" in text["time"]
-    one = await client.get(f"/session/{sid}/message/{info['id']}")
+    one = await fake_http.get(f"/session/{sid}/message/{info['id']}")
     assert one.json() == assistant
-    assert (await client.get(f"/session/{sid}/message/msg_nope")).status_code == 404
-    assert (await client.get("/session/status")).json() == {}
+    assert (await fake_http.get(f"/session/{sid}/message/msg_nope")).status_code == 404
+    assert (await fake_http.get("/session/status")).json() == {}
 
 
 async def test_text_chunks_and_tool_steps(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script(
         "work",
@@ -225,8 +225,8 @@ async def test_text_chunks_and_tool_steps(
             Text("all done"),
         ],
     )
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "go [[script:work]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "go [[script:work]]")
     await log.wait_for(lambda e: e["type"] == "session.idle")
     deltas = [e["properties"]["delta"] for e in log.of(sid) if e["type"] == "message.part.delta"]
     assert "".join(deltas) == "Hello from fake LLMall done"
@@ -256,13 +256,13 @@ async def test_text_chunks_and_tool_steps(
 
 
 async def test_queued_prompt_runs_after_current(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("slow", [Text("one", chunks=3, delay=0.01)])
     fake.script("fast", [Text("two")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:slow]]")
-    await prompt(client, sid, "[[script:fast]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:slow]]")
+    await prompt(fake_http, sid, "[[script:fast]]")
     assert fake.sessions[sid].queued_prompts == 1
     await log.wait_for(lambda e: e["type"] == "session.idle")
     texts = [m.text for m in fake.sessions[sid].messages if m.role == "assistant"]
@@ -271,23 +271,23 @@ async def test_queued_prompt_runs_after_current(
 
 
 async def test_blocking_message_endpoint(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("answer", [Text("forty-two")])
-    sid = (await new_session(client))["id"]
+    sid = (await new_session(fake_http))["id"]
     body = {"parts": [{"type": "text", "text": "q [[script:answer]]"}]}
-    response = await client.post(f"/session/{sid}/message", json=body)
+    response = await fake_http.post(f"/session/{sid}/message", json=body)
     assert response.status_code == 200
     assert response.json()["info"]["role"] == "assistant"
     assert response.json()["parts"][1]["text"] == "forty-two"
 
 
 async def test_fail_and_unknown_script(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("boom", [Text("partial"), Fail("APIError", "upstream 500", {"statusCode": 500})])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:boom]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:boom]]")
     error = await log.wait_for(lambda e: e["type"] == "session.error")
     data = error["properties"]["error"]["data"]
     assert error["properties"]["error"]["name"] == "APIError"
@@ -309,8 +309,8 @@ async def test_fail_and_unknown_script(
     assert assistant.info["error"]["name"] == "APIError"
     assert assistant.text == "partial"
 
-    other = (await new_session(client))["id"]
-    await prompt(client, other, "[[script:missing]]")
+    other = (await new_session(fake_http))["id"]
+    await prompt(fake_http, other, "[[script:missing]]")
     unknown = await log.wait_for(
         lambda e: e["type"] == "session.error" and e["properties"]["sessionID"] == other
     )
@@ -318,12 +318,12 @@ async def test_fail_and_unknown_script(
 
 
 async def test_task_spawns_child_and_returns_its_text(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("child", [Text("child result")])
     fake.script("root", [Task("child A", "child"), Text("root done")])
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:root]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "[[script:root]]")
     await log.wait_for(
         lambda e: e["type"] == "session.idle" and e["properties"]["sessionID"] == sid
     )
@@ -362,14 +362,14 @@ async def test_task_spawns_child_and_returns_its_text(
 
 
 async def test_abort_unknown_and_idle(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    unknown = await client.post("/session/ses_unknown000000000000000000/abort")
+    unknown = await fake_http.post("/session/ses_unknown000000000000000000/abort")
     assert unknown.status_code == 200
     assert unknown.json() is True
     sid = fake.add_session()
     for _ in range(2):
-        response = await client.post(f"/session/{sid}/abort")
+        response = await fake_http.post(f"/session/{sid}/abort")
         assert response.json() is True
     await log.wait_for(lambda e: len([x for x in log.of(sid) if x["type"] == "session.idle"]) == 2)
     assert log.types(sid) == ["session.status", "session.idle"] * 2
@@ -377,7 +377,7 @@ async def test_abort_unknown_and_idle(
 
 
 async def test_abort_busy_run_keeps_partial_output(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script(
         "partial",
@@ -387,13 +387,13 @@ async def test_abort_busy_run_keeps_partial_output(
             Hang(),
         ],
     )
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "go [[script:partial]]")
+    sid = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sid, "go [[script:partial]]")
     await log.wait_for(
         lambda e: e["type"] == "message.part.delta" and e["properties"]["delta"] == " answer"
     )
     mark = len(log.events)
-    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     # the abort answers after the cleanup: state is final already
     assert not fake.sessions[sid].busy
     await log.wait_for(
@@ -413,7 +413,7 @@ async def test_abort_busy_run_keeps_partial_output(
         "name": "MessageAbortedError",
         "data": {"message": "Aborted"},
     }
-    messages = (await client.get(f"/session/{sid}/message")).json()
+    messages = (await fake_http.get(f"/session/{sid}/message")).json()
     first, last = messages[1], messages[2]
     assert first["info"]["finish"] == "tool-calls"
     assert first["parts"][1]["state"]["output"] == "hi\n"
@@ -423,21 +423,21 @@ async def test_abort_busy_run_keeps_partial_output(
     assert last["parts"][-1]["text"] == "partial answer"
 
 
-async def test_abort_running_tools(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
+async def test_abort_running_tools(fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
     fake.script("bash", [Tool("bash", {"command": "sleep 32"}, duration=float("inf"))])
     fake.script("edit", [Tool("edit", {"filePath": "/a"}, duration=float("inf"))])
-    sh = (await new_session(client))["id"]
-    ed = (await new_session(client))["id"]
-    await prompt(client, sh, "[[script:bash]]")
-    await prompt(client, ed, "[[script:edit]]")
+    sh = (await new_session(fake_http))["id"]
+    ed = (await new_session(fake_http))["id"]
+    await prompt(fake_http, sh, "[[script:bash]]")
+    await prompt(fake_http, ed, "[[script:edit]]")
     await fake.wait_until(
         lambda: all(
             tool_parts(fake, s, t) and tool_parts(fake, s, t)[0]["state"]["status"] == "running"
             for s, t in ((sh, "bash"), (ed, "edit"))
         )
     )
-    await client.post(f"/session/{sh}/abort")
-    await client.post(f"/session/{ed}/abort")
+    await fake_http.post(f"/session/{sh}/abort")
+    await fake_http.post(f"/session/{ed}/abort")
     bash = tool_parts(fake, sh, "bash")[0]["state"]
     assert bash["status"] == "completed"
     assert "User aborted the command" in bash["output"]
@@ -449,23 +449,23 @@ async def test_abort_running_tools(client: httpx.AsyncClient, fake: FakeOpenCode
 
 
 async def test_abort_cascades_to_task_child_but_not_api_children(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("hang", [Text("child thinking..."), Hang()])
     fake.script("root", [Task("child A", "hang")])
-    root = (await new_session(client))["id"]
-    api_child = (await new_session(client, parentID=root))["id"]
-    await prompt(client, api_child, "[[script:hang]]")
-    await prompt(client, root, "[[script:root]]")
+    root = (await new_session(fake_http))["id"]
+    api_child = (await new_session(fake_http, parentID=root))["id"]
+    await prompt(fake_http, api_child, "[[script:hang]]")
+    await prompt(fake_http, root, "[[script:root]]")
     await fake.wait_until(lambda: len(fake.sessions[root].children) == 2)
     task_child = fake.sessions[root].children[1]
     await fake.wait_until(lambda: fake.sessions[task_child].messages[-1].role == "assistant")
     await asyncio.sleep(0.01)
-    status = (await client.get("/session/status")).json()
+    status = (await fake_http.get("/session/status")).json()
     assert set(status) == {root, api_child, task_child}
 
-    await client.post(f"/session/{root}/abort")
-    assert (await client.get("/session/status")).json() == {api_child: {"type": "busy"}}
+    await fake_http.post(f"/session/{root}/abort")
+    assert (await fake_http.get("/session/status")).json() == {api_child: {"type": "busy"}}
     (task,) = tool_parts(fake, root, "task")
     assert task["state"]["status"] == "error"
     assert task["state"]["error"] == "Tool execution aborted"
@@ -476,21 +476,21 @@ async def test_abort_cascades_to_task_child_but_not_api_children(
     # the child is cancelled before the root
     errors = [e["properties"]["sessionID"] for e in log.events if e["type"] == "session.error"]
     assert errors == [task_child, root]
-    await client.post(f"/session/{api_child}/abort")
-    assert (await client.get("/session/status")).json() == {}
+    await fake_http.post(f"/session/{api_child}/abort")
+    assert (await fake_http.get("/session/status")).json() == {}
 
 
 async def test_aborting_only_the_child_lets_parent_continue(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("hang", [Hang()])
     fake.script("root", [Task("child", "hang"), Text("carried on")])
-    root = (await new_session(client))["id"]
-    await prompt(client, root, "[[script:root]]")
+    root = (await new_session(fake_http))["id"]
+    await prompt(fake_http, root, "[[script:root]]")
     await fake.wait_until(lambda: bool(fake.sessions[root].children))
     child = fake.sessions[root].children[0]
     await fake.wait_until(lambda: fake.sessions[child].busy)
-    await client.post(f"/session/{child}/abort")
+    await fake_http.post(f"/session/{child}/abort")
     await idle(fake, root)
     (task,) = tool_parts(fake, root, "task")
     assert task["state"]["error"] == "Task cancelled"
@@ -498,18 +498,18 @@ async def test_aborting_only_the_child_lets_parent_continue(
 
 
 async def test_abort_drops_queued_prompts_and_busy_flag_sessions(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = await hanging_session(client, fake)
-    await prompt(client, sid, "queued")
-    await client.post(f"/session/{sid}/abort")
+    sid = await hanging_session(fake_http, fake)
+    await prompt(fake_http, sid, "queued")
+    await fake_http.post(f"/session/{sid}/abort")
     await asyncio.sleep(0.01)
     assert not fake.sessions[sid].busy
     roles = [m.role for m in fake.sessions[sid].messages]
     assert sorted(roles) == ["assistant", "user", "user"]  # the queued prompt never ran
 
     flagged = fake.add_session(busy=True)
-    await client.post(f"/session/{flagged}/abort")
+    await fake_http.post(f"/session/{flagged}/abort")
     await log.wait_for(
         lambda e: e["type"] == "session.idle" and e["properties"]["sessionID"] == flagged
     )

@@ -42,10 +42,12 @@ async def run_script(
 
 
 async def test_wait_for_tool_returns_the_part_once_it_runs(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     waiting = asyncio.create_task(fake.wait_for_tool("bash"))
-    sid = await run_script(client, fake, "ls", [Tool("bash", {"command": "ls"}, duration=FOREVER)])
+    sid = await run_script(
+        fake_http, fake, "ls", [Tool("bash", {"command": "ls"}, duration=FOREVER)]
+    )
     part = await waiting
     assert part["type"] == "tool" and part["tool"] == "bash"
     assert part["sessionID"] == sid and part["state"]["status"] == "running"
@@ -53,9 +55,9 @@ async def test_wait_for_tool_returns_the_part_once_it_runs(
 
 
 async def test_wait_for_tool_after_the_fact_finds_the_status_already_reached(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = await run_script(client, fake, "read", [Tool("read", {"filePath": "a"}, output="x")])
+    sid = await run_script(fake_http, fake, "read", [Tool("read", {"filePath": "a"}, output="x")])
     await idle(fake, sid)
     pending = await fake.wait_for_tool("read", status="pending", timeout=0.5)
     assert pending["state"]["status"] == "pending"
@@ -78,23 +80,25 @@ async def test_wait_for_tool_finds_a_stored_part_whose_events_left_the_history()
 
 
 async def test_wait_for_tool_since_counts_only_later_parts(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    first = await run_script(client, fake, "read", [Tool("read", {"filePath": "a"}, output="1")])
+    first = await run_script(fake_http, fake, "read", [Tool("read", {"filePath": "a"}, output="1")])
     await idle(fake, first)
     mark = fake.event_count
     with pytest.raises(TimeoutError):
         await fake.wait_for_tool("read", status="completed", since=mark, timeout=0.1)
-    second = await run_script(client, fake, "read", [Tool("read", {"filePath": "b"}, output="2")])
+    second = await run_script(
+        fake_http, fake, "read", [Tool("read", {"filePath": "b"}, output="2")]
+    )
     part = await fake.wait_for_tool("read", status="completed", since=mark)
     assert part["sessionID"] == second and part["state"]["output"] == "2"
 
 
 async def test_wait_for_tool_of_one_session_and_an_error_status(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    other = await run_script(client, fake, "ok", [Tool("grep", {"pattern": "x"}, output="")])
-    mine = await run_script(client, fake, "bad", [Tool("grep", {"pattern": "y"}, error="boom")])
+    other = await run_script(fake_http, fake, "ok", [Tool("grep", {"pattern": "x"}, output="")])
+    mine = await run_script(fake_http, fake, "bad", [Tool("grep", {"pattern": "y"}, error="boom")])
     failed = await fake.wait_for_tool("grep", status="error", session_id=mine)
     assert failed["sessionID"] == mine and failed["state"]["error"] == "boom"
     done = await fake.wait_for_tool("grep", status="completed", session_id=other)
@@ -111,9 +115,11 @@ async def test_wait_for_tool_refuses_a_status_the_wire_never_says(
 
 
 async def test_the_part_returned_is_a_copy(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = await run_script(client, fake, "ls", [Tool("bash", {"command": "ls"}, duration=FOREVER)])
+    sid = await run_script(
+        fake_http, fake, "ls", [Tool("bash", {"command": "ls"}, duration=FOREVER)]
+    )
     part = await fake.wait_for_tool("bash")
     part["state"]["status"] = "tampered"
     [stored] = [p for m in fake.sessions[sid].messages for p in m.parts if p["type"] == "tool"]
@@ -124,30 +130,30 @@ async def test_the_part_returned_is_a_copy(
 
 
 async def test_wait_hanging_returns_once_the_run_is_parked_in_a_hang(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = await run_script(client, fake, "work", [Tool("read", {"filePath": "a"}), Hang()])
+    sid = await run_script(fake_http, fake, "work", [Tool("read", {"filePath": "a"}), Hang()])
     await fake.wait_hanging(sid)
     assert fake.sessions[sid].busy
     [read] = [p for m in fake.sessions[sid].messages for p in m.parts if p["type"] == "tool"]
     assert read["state"]["status"] == "completed", "every step before the hang ran"
-    assert (await client.post(f"/session/{sid}/abort")).json() is True
+    assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     await idle(fake, sid)
 
 
 async def test_an_endless_tool_is_hanging_too(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    grep = await run_script(client, fake, "grep", [Tool("grep", {}, duration=FOREVER)])
-    bash = await run_script(client, fake, "bash", [Tool("bash", {}, duration=FOREVER)])
+    grep = await run_script(fake_http, fake, "grep", [Tool("grep", {}, duration=FOREVER)])
+    bash = await run_script(fake_http, fake, "bash", [Tool("bash", {}, duration=FOREVER)])
     await fake.wait_hanging(grep)
     await fake.wait_hanging(bash)
 
 
 async def test_wait_hanging_times_out_on_a_run_that_is_not_parked(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = await run_script(client, fake, "ask", [Permission("bash", ["ls"])])
+    sid = await run_script(fake_http, fake, "ask", [Permission("bash", ["ls"])])
     await fake.wait_until(lambda: bool(fake.sessions[sid].pending_requests))
     with pytest.raises(TimeoutError):
         await fake.wait_hanging(sid, timeout=0.1)
@@ -159,11 +165,11 @@ async def test_wait_hanging_times_out_on_a_run_that_is_not_parked(
 
 
 async def test_a_hang_is_over_once_the_session_was_aborted(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = await hanging_session(client, fake)
+    sid = await hanging_session(fake_http, fake)
     await fake.wait_hanging(sid)
-    await client.post(f"/session/{sid}/abort")
+    await fake_http.post(f"/session/{sid}/abort")
     with pytest.raises(TimeoutError):
         await fake.wait_hanging(sid, timeout=0.1)
 
@@ -190,11 +196,11 @@ async def test_tree_is_breadth_first_root_first_children_in_creation_order(
 
 
 async def test_tree_includes_task_children(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("leaf", [Hang()])
     fake.script("mid", [Task("deeper", "leaf")])
-    root = await run_script(client, fake, "root", [Task("explore", "mid")])
+    root = await run_script(fake_http, fake, "root", [Task("explore", "mid")])
     [_, mid, leaf] = await fake.wait_for_tree(root, sessions=3, hanging=True)
     assert fake.tree(root) == [root, mid, leaf]
     assert fake.sessions[mid].parent_id == root and fake.sessions[leaf].parent_id == mid
@@ -204,35 +210,37 @@ async def test_tree_includes_task_children(
 
 
 async def test_pending_permissions_and_questions_as_the_api_lists_them(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    asks = await run_script(client, fake, "perm", [Permission("bash", ["rm -rf build"])])
-    quiz = await run_script(client, fake, "quiz", [Question([COLOR])])
+    asks = await run_script(fake_http, fake, "perm", [Permission("bash", ["rm -rf build"])])
+    quiz = await run_script(fake_http, fake, "quiz", [Question([COLOR])])
     await fake.wait_until(lambda: bool(fake.pending_permissions() and fake.pending_questions()))
     [permission] = fake.pending_permissions()
     assert permission["sessionID"] == asks and permission["permission"] == "bash"
     assert permission["patterns"] == ["rm -rf build"] and permission["id"].startswith("per_")
     [question] = fake.pending_questions()
     assert question["sessionID"] == quiz and question["questions"] == [COLOR]
-    assert fake.pending_permissions() == (await client.get("/permission")).json()
-    assert fake.pending_questions() == (await client.get("/question")).json()
+    assert fake.pending_permissions() == (await fake_http.get("/permission")).json()
+    assert fake.pending_questions() == (await fake_http.get("/question")).json()
     assert fake.pending_permissions(session_id=quiz) == []
     assert fake.pending_questions(session_id=quiz) == [question]
-    await client.post(f"/permission/{permission['id']}/reply", json={"reply": "once"})
+    await fake_http.post(f"/permission/{permission['id']}/reply", json={"reply": "once"})
     assert fake.pending_permissions() == []
 
 
 async def test_pending_requests_of_every_directory_and_after_an_abort(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("perm", [Permission("bash", ["ls"])])
-    elsewhere = (await new_session(client, title="x"))["id"]
-    sid = (await client.post("/session", json={}, params={"directory": "/tmp/other"})).json()["id"]
+    elsewhere = (await new_session(fake_http, title="x"))["id"]
+    sid = (await fake_http.post("/session", json={}, params={"directory": "/tmp/other"})).json()[
+        "id"
+    ]
     for session_id in (elsewhere, sid):
-        await prompt(client, session_id, "[[script:perm]]")
+        await prompt(fake_http, session_id, "[[script:perm]]")
     await fake.wait_until(lambda: len(fake.pending_permissions()) == 2)
     assert {p["sessionID"] for p in fake.pending_permissions()} == {elsewhere, sid}
-    await client.post(f"/session/{sid}/abort")
+    await fake_http.post(f"/session/{sid}/abort")
     # Measured: a request outlives the abort of its session (still listed).
     assert [p["sessionID"] for p in fake.pending_permissions(session_id=sid)] == [sid]
 

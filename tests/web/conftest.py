@@ -31,7 +31,7 @@ def app(oc: OpenCodeAdapter) -> Starlette:
 
 
 @pytest.fixture
-async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+async def app_client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://app"
     ) as http:
@@ -63,19 +63,21 @@ def open_events(app: Starlette, oc: OpenCodeAdapter, streams: list[SseClient]) -
 
 
 @pytest.fixture
-async def thread(client: httpx.AsyncClient, rec: Recorder) -> str:
+async def thread(app_client: httpx.AsyncClient, rec: Recorder) -> str:
     """Thread ``T``, created through the app once ``rec`` records (it sees the start)."""
-    await client.post("/threads", json={"thread_id": T})
+    await app_client.post("/threads", json={"thread_id": T})
     return T
 
 
 @pytest.fixture
 def run_turn(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
 ) -> RunTurn:
     async def run(name: str, steps: Sequence[Step]) -> str:
         fake.script(name, list(steps))
-        sent = await client.post(f"/threads/{thread}/turns", json={"text": f"[[script:{name}]]"})
+        sent = await app_client.post(
+            f"/threads/{thread}/turns", json={"text": f"[[script:{name}]]"}
+        )
         turn_id = str(sent.json()["turn_id"])
         await rec.wait_for("turn.completed", lambda e: e.turn_id == turn_id)
         return turn_id
@@ -85,11 +87,11 @@ def run_turn(
 
 @pytest.fixture
 def ask_color(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
 ) -> AskColor:
     async def ask(then: str) -> str:
         fake.script("ask", [Question([COLOR]), Text(then)])
-        await client.post(f"/threads/{thread}/turns", json={"text": "[[script:ask]]"})
+        await app_client.post(f"/threads/{thread}/turns", json={"text": "[[script:ask]]"})
         asked = await rec.wait_for("user-input.requested")
         return f"/threads/{thread}/requests/{asked.request_id}"
 

@@ -49,7 +49,7 @@ def bearer(token: str = TOKEN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def test_every_api_route_needs_the_token(client: httpx.AsyncClient) -> None:
+async def test_every_api_route_needs_the_token(app_client: httpx.AsyncClient) -> None:
     routes = [
         ("POST", "/threads"),
         ("GET", "/threads"),
@@ -72,29 +72,29 @@ async def test_every_api_route_needs_the_token(client: httpx.AsyncClient) -> Non
             {"Authorization": TOKEN},
             {"Authorization": "Basic x"},
         ):
-            response = await client.request(method, path, headers=headers)
+            response = await app_client.request(method, path, headers=headers)
             assert response.status_code == 401, (method, path, headers)
             assert response.json()["error"]["type"] == "unauthorized"
             assert response.headers["www-authenticate"] == "Bearer"
-    ok = await client.get("/threads", headers=bearer())
+    ok = await app_client.get("/threads", headers=bearer())
     assert ok.status_code == 200 and ok.json() == []
-    lower = await client.get("/threads", headers={"Authorization": f"bearer {TOKEN}"})
+    lower = await app_client.get("/threads", headers={"Authorization": f"bearer {TOKEN}"})
     assert lower.status_code == 200
 
 
-async def test_the_page_and_its_files_are_public(client: httpx.AsyncClient) -> None:
-    page = await client.get("/")
+async def test_the_page_and_its_files_are_public(app_client: httpx.AsyncClient) -> None:
+    page = await app_client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "<html" in page.text.lower()
-    missing = await client.get("/static/does-not-exist.css")
+    missing = await app_client.get("/static/does-not-exist.css")
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
 
 
 async def test_only_the_event_stream_takes_the_token_in_the_query(
-    app: Starlette, client: httpx.AsyncClient, oc: OpenCodeAdapter
+    app: Starlette, app_client: httpx.AsyncClient, oc: OpenCodeAdapter
 ) -> None:
-    await client.post("/threads", json={"thread_id": "t"}, headers=bearer())
-    assert (await client.get(f"/threads/t?token={TOKEN}")).status_code == 401
+    await app_client.post("/threads", json={"thread_id": "t"}, headers=bearer())
+    assert (await app_client.get(f"/threads/t?token={TOKEN}")).status_code == 401
     refused = SseClient(app, "/threads/t/events?token=wrong")
     assert await refused.started() == 401
     await refused.aclose()
@@ -127,20 +127,20 @@ async def test_only_the_event_stream_takes_the_token_in_the_query(
     ],
 )
 async def test_the_query_token_is_refused_everywhere_but_a_get_of_the_events(
-    client: httpx.AsyncClient, method: str, path: str
+    app_client: httpx.AsyncClient, method: str, path: str
 ) -> None:
     assert (
-        await client.post("/threads", json={"thread_id": "t"}, headers=bearer())
+        await app_client.post("/threads", json={"thread_id": "t"}, headers=bearer())
     ).status_code == 201
-    response = await client.request(method, f"{path}?token={TOKEN}")
+    response = await app_client.request(method, f"{path}?token={TOKEN}")
     assert response.status_code == 401, response.text
     assert response.json()["error"]["type"] == "unauthorized"
 
 
-async def test_a_head_of_the_events_takes_the_query_token(client: httpx.AsyncClient) -> None:
-    await client.post("/threads", json={"thread_id": "t"}, headers=bearer())
-    assert (await client.head(f"/threads/t/events?token={TOKEN}")).status_code == 200
-    assert (await client.head("/threads/t/events?token=wrong")).status_code == 401
+async def test_a_head_of_the_events_takes_the_query_token(app_client: httpx.AsyncClient) -> None:
+    await app_client.post("/threads", json={"thread_id": "t"}, headers=bearer())
+    assert (await app_client.head(f"/threads/t/events?token={TOKEN}")).status_code == 200
+    assert (await app_client.head("/threads/t/events?token=wrong")).status_code == 401
 
 
 async def test_mounted_under_a_prefix_the_routes_and_the_token_work(oc: OpenCodeAdapter) -> None:
@@ -166,7 +166,7 @@ def test_create_app_refuses_bad_options(oc: OpenCodeAdapter) -> None:
 
 
 async def test_the_password_appears_in_no_body_and_no_log(
-    client: httpx.AsyncClient,
+    app_client: httpx.AsyncClient,
     fake: FakeOpenCodeServer,
     rec: Recorder,
     captured_logs: list[dict[str, Any]],
@@ -174,7 +174,7 @@ async def test_the_password_appears_in_no_body_and_no_log(
     bodies: list[str] = []
 
     async def call(method: str, path: str, body: Any = None) -> httpx.Response:
-        response = await client.request(method, path, json=body, headers=bearer())
+        response = await app_client.request(method, path, json=body, headers=bearer())
         bodies.append(response.text)
         return response
 
@@ -201,7 +201,7 @@ async def test_the_password_appears_in_no_body_and_no_log(
     await call("POST", "/threads", {"resume": {"schema": 1, "session_id": ""}})
     await call("GET", "/threads/nope")
     await call("POST", "/threads/t/requests/per_x", {"decision": "accept"})
-    wrong = await client.get("/threads", headers=bearer(PASSWORD))
+    wrong = await app_client.get("/threads", headers=bearer(PASSWORD))
     bodies.append(wrong.text)
     assert wrong.status_code == 401
     assert len(bodies) == 15 and all(PASSWORD not in b for b in bodies)

@@ -40,11 +40,11 @@ def nested(depth: int) -> bytes:
 
 
 async def test_a_declared_body_over_the_limit_is_413_too_large(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    await client.post("/threads", json={"thread_id": "t"})
+    await app_client.post("/threads", json={"thread_id": "t"})
     huge = b'{"text": "' + b"x" * MAX_BODY_BYTES + b'"}'
-    response = await client.post("/threads/t/turns", content=huge, headers=JSON)
+    response = await app_client.post("/threads/t/turns", content=huge, headers=JSON)
     assert response.status_code == 413, response.text
     error = error_of(response)
     assert error["type"] == "too_large" and str(MAX_BODY_BYTES) in error["message"]
@@ -52,7 +52,7 @@ async def test_a_declared_body_over_the_limit_is_413_too_large(
 
 
 async def test_a_streamed_body_over_the_limit_is_413_too_large(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter
 ) -> None:
     async def chunks() -> AsyncIterator[bytes]:  # chunked: no content-length to refuse early
         yield b'{"title": "'
@@ -60,21 +60,21 @@ async def test_a_streamed_body_over_the_limit_is_413_too_large(
             yield b"x" * 65536
         yield b'"}'
 
-    response = await client.post("/threads", content=chunks(), headers=JSON)
+    response = await app_client.post("/threads", content=chunks(), headers=JSON)
     assert "content-length" not in response.request.headers
     assert response.status_code == 413 and error_of(response)["type"] == "too_large"
     assert oc.list_sessions() == []
 
 
 async def test_a_body_at_the_limit_is_read(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     fake.script("big", [Text("ok")])
-    await client.post("/threads", json={"thread_id": "t"})
+    await app_client.post("/threads", json={"thread_id": "t"})
     head, tail = b'{"text": "[[script:big]] ', b'"}'
     body = head + b"x" * (MAX_BODY_BYTES - len(head) - len(tail)) + tail
     assert len(body) == MAX_BODY_BYTES
-    response = await client.post("/threads/t/turns", content=body, headers=JSON)
+    response = await app_client.post("/threads/t/turns", content=body, headers=JSON)
     assert response.status_code == 202, response.text
     await rec.wait_for("turn.completed")
 
@@ -84,22 +84,22 @@ async def test_a_body_at_the_limit_is_read(
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH, 1000, 1_000_000])
 async def test_nesting_past_the_depth_is_422_and_checked_before_parsing(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, depth: int
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, depth: int
 ) -> None:
     """The object itself is one level: ``{"text": <depth arrays>}`` is ``depth + 1`` deep.
     A million levels used to be a 500 (``RecursionError`` in ``json.loads``)."""
-    await client.post("/threads", json={"thread_id": "t"})
+    await app_client.post("/threads", json={"thread_id": "t"})
     body = b'{"text": ' + nested(depth) + b"}"
-    response = await client.post("/threads/t/turns", content=body, headers=JSON)
+    response = await app_client.post("/threads/t/turns", content=body, headers=JSON)
     message = await expect_invalid(response, "body")
     assert f"nested deeper than {MAX_JSON_DEPTH}" in message
     assert prompts(fake) == 0
 
 
-async def test_nesting_at_the_depth_is_parsed(client: httpx.AsyncClient) -> None:
-    await client.post("/threads", json={"thread_id": "t"})
+async def test_nesting_at_the_depth_is_parsed(app_client: httpx.AsyncClient) -> None:
+    await app_client.post("/threads", json={"thread_id": "t"})
     body = b'{"text": ' + nested(MAX_JSON_DEPTH - 1) + b"}"
-    response = await client.post("/threads/t/turns", content=body, headers=JSON)
+    response = await app_client.post("/threads/t/turns", content=body, headers=JSON)
     assert "text must be a string" in await expect_invalid(response, "text")
 
 
@@ -112,17 +112,19 @@ async def test_nesting_at_the_depth_is_parsed(client: httpx.AsyncClient) -> None
         b"]" * 1000 + b"[" * 1000,
     ],
 )
-async def test_deep_or_unbalanced_garbage_is_422(client: httpx.AsyncClient, body: bytes) -> None:
-    await expect_invalid(await client.post("/threads", content=body, headers=JSON), "body")
+async def test_deep_or_unbalanced_garbage_is_422(
+    app_client: httpx.AsyncClient, body: bytes
+) -> None:
+    await expect_invalid(await app_client.post("/threads", content=body, headers=JSON), "body")
 
 
 async def test_brackets_inside_strings_are_text_not_nesting(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     fake.script("brackets", [Text("ok")])
-    await client.post("/threads", json={"thread_id": "t"})
+    await app_client.post("/threads", json={"thread_id": "t"})
     text = "[[script:brackets]] " + "[{" * 5000 + '\\"[' * 100 + "}]" * 7
-    response = await client.post("/threads/t/turns", json={"text": text})
+    response = await app_client.post("/threads/t/turns", json={"text": text})
     assert response.status_code == 202, response.text
     await rec.wait_for("turn.completed")
     [user] = [
@@ -150,40 +152,40 @@ async def test_brackets_inside_strings_are_text_not_nesting(
     ],
 )
 async def test_a_lone_surrogate_in_any_string_is_422(
-    client: httpx.AsyncClient,
+    app_client: httpx.AsyncClient,
     oc: OpenCodeAdapter,
     fake: FakeOpenCodeServer,
     route: str,
     body: bytes,
     field: str,
 ) -> None:
-    await client.post("/threads", json={"thread_id": "t"})
-    response = await client.post(route, content=body, headers=JSON)
+    await app_client.post("/threads", json={"thread_id": "t"})
+    response = await app_client.post(route, content=body, headers=JSON)
     assert "surrogate" in await expect_invalid(response, field)
     assert [i.thread_id for i in oc.list_sessions()] == ["t"]
     assert prompts(fake) == 0
 
 
 async def test_a_lone_surrogate_in_an_answer_is_422_and_the_question_stays_open(
-    client: httpx.AsyncClient, ask_color: AskColor
+    app_client: httpx.AsyncClient, ask_color: AskColor
 ) -> None:
     path = await ask_color("thanks")
     for body in (rb'{"answers": {"Color": ["bl\ud800ue"]}}', rb'{"answers": {"\udc00": "red"}}'):
-        response = await client.post(path, content=body, headers=JSON)
+        response = await app_client.post(path, content=body, headers=JSON)
         assert "surrogate" in await expect_invalid(response, "answers")
-    ok = await client.post(path, json={"answers": {"Color": "blue"}})
+    ok = await app_client.post(path, json={"answers": {"Color": "blue"}})
     assert ok.status_code == 200
 
 
 async def test_a_surrogate_pair_and_raw_utf8_are_fine_but_encoded_surrogates_are_not(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter
 ) -> None:
-    pair = await client.post("/threads", content=rb'{"title": "\ud83d\ude00"}', headers=JSON)
+    pair = await app_client.post("/threads", content=rb'{"title": "\ud83d\ude00"}', headers=JSON)
     assert pair.status_code == 201, pair.text
-    raw = await client.post("/threads", content='{"title": "😀 é"}'.encode(), headers=JSON)
+    raw = await app_client.post("/threads", content='{"title": "😀 é"}'.encode(), headers=JSON)
     assert raw.status_code == 201, raw.text
     # a surrogate written as UTF-8 bytes (CESU-style) is not UTF-8 at all
-    cesu = await client.post("/threads", content=b'{"title": "\xed\xa0\x80"}', headers=JSON)
+    cesu = await app_client.post("/threads", content=b'{"title": "\xed\xa0\x80"}', headers=JSON)
     await expect_invalid(cesu, "body")
     assert len(oc.list_sessions()) == 2
 
@@ -192,17 +194,17 @@ async def test_a_surrogate_pair_and_raw_utf8_are_fine_but_encoded_surrogates_are
     "body", [b'{"text": NaN}', b'{"text": Infinity}', b'{"text": -Infinity}', b'{"text": 1e999}']
 )
 async def test_non_json_numbers_are_not_accepted_as_json(
-    client: httpx.AsyncClient, body: bytes
+    app_client: httpx.AsyncClient, body: bytes
 ) -> None:
-    await client.post("/threads", json={"thread_id": "t"})
-    response = await client.post("/threads/t/turns", content=body, headers=JSON)
+    await app_client.post("/threads", json={"thread_id": "t"})
+    response = await app_client.post("/threads/t/turns", content=body, headers=JSON)
     assert response.status_code == 422 and error_of(response)["type"] == "invalid_input"
 
 
-async def test_a_huge_integer_is_422_not_500(client: httpx.AsyncClient) -> None:
-    await client.post("/threads", json={"thread_id": "t"})
+async def test_a_huge_integer_is_422_not_500(app_client: httpx.AsyncClient) -> None:
+    await app_client.post("/threads", json={"thread_id": "t"})
     body = b'{"text": ' + b"9" * 100_000 + b"}"
-    response = await client.post("/threads/t/turns", content=body, headers=JSON)
+    response = await app_client.post("/threads/t/turns", content=body, headers=JSON)
     assert response.status_code == 422 and error_of(response)["type"] == "invalid_input"
 
 
@@ -214,34 +216,34 @@ GOOD_IDS = ["...", ".a", "a..b", "%2e%2e", "a b", "日本語", "t?x#y&z=1", "�
 
 @pytest.mark.parametrize("thread_id", [*BAD_IDS, "x" * 201])
 async def test_a_thread_id_outside_the_grammar_is_422(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter, thread_id: str
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter, thread_id: str
 ) -> None:
-    response = await client.post("/threads", json={"thread_id": thread_id})
+    response = await app_client.post("/threads", json={"thread_id": thread_id})
     await expect_invalid(response, "thread_id")
     assert oc.list_sessions() == []
 
 
 @pytest.mark.parametrize("thread_id", GOOD_IDS)
 async def test_every_id_of_the_grammar_is_reachable_by_the_pages_urls(
-    client: httpx.AsyncClient, thread_id: str
+    app_client: httpx.AsyncClient, thread_id: str
 ) -> None:
     """The page builds ``threads/${encodeURIComponent(id)}/...``: what ``quote(safe=...)``
     below does; a dot segment is the only thing such a URL could lose."""
-    made = await client.post("/threads", json={"thread_id": thread_id})
+    made = await app_client.post("/threads", json={"thread_id": thread_id})
     assert made.status_code == 201, made.text
     segment = quote(thread_id, safe="-_.!~*'()")
-    one = await client.get(f"/threads/{segment}")
+    one = await app_client.get(f"/threads/{segment}")
     assert one.status_code == 200 and one.json()["thread_id"] == thread_id
-    stopped = await client.post(f"/threads/{segment}/stop")
+    stopped = await app_client.post(f"/threads/{segment}/stop")
     assert stopped.status_code == 200 and stopped.json()["turn_id"] is None
-    tree = await client.get(f"/threads/{segment}/tree")
+    tree = await app_client.get(f"/threads/{segment}/tree")
     assert tree.status_code == 200 and tree.json()["thread_id"] == thread_id
 
 
 @pytest.mark.parametrize(("method", "suffix", "body"), THREAD_ROUTES)
 @pytest.mark.parametrize("segment", ["%2E", "%2e%2E", "a%5Cb", "tab%09", "x" * 201])
 async def test_a_path_id_outside_the_grammar_is_422_on_every_route(
-    client: httpx.AsyncClient,
+    app_client: httpx.AsyncClient,
     oc: OpenCodeAdapter,
     fake: FakeOpenCodeServer,
     method: str,
@@ -254,7 +256,7 @@ async def test_a_path_id_outside_the_grammar_is_422_on_every_route(
     for thread_id in (".", "..", "a\\b", "tab\t", "x" * 201):
         await oc.start_session(thread_id)
     async with asyncio.timeout(5):  # an events route that accepted the id would stream on
-        response = await client.request(method, f"/threads/{segment}{suffix}", json=body)
+        response = await app_client.request(method, f"/threads/{segment}{suffix}", json=body)
     assert "thread_id must" in await expect_invalid(response, "thread_id")
     assert prompts(fake) == 0
-    assert len((await client.get("/threads")).json()) == 5
+    assert len((await app_client.get("/threads")).json()) == 5

@@ -41,10 +41,10 @@ async def history(run_turn: RunTurn, rec: Recorder) -> list[str]:
 
 
 async def test_each_frame_is_one_event_of_the_thread(
-    open_events: OpenEvents, client: httpx.AsyncClient, run_turn: RunTurn, rec: Recorder
+    open_events: OpenEvents, app_client: httpx.AsyncClient, run_turn: RunTurn, rec: Recorder
 ) -> None:
     sse = await open_events()
-    await client.post("/threads", json={"thread_id": "other"})  # not this stream's
+    await app_client.post("/threads", json={"thread_id": "other"})  # not this stream's
     turn_id = await completed_turn(run_turn, "hello")
     frames = await sse.until("turn.completed")
     for frame in frames:
@@ -75,20 +75,20 @@ async def test_the_stream_ends_when_the_thread_exits_and_leaves_nothing_behind(
 async def test_a_client_that_goes_away_leaves_no_subscription_or_task(
     open_events: OpenEvents,
     oc: OpenCodeAdapter,
-    client: httpx.AsyncClient,
+    app_client: httpx.AsyncClient,
     fake: FakeOpenCodeServer,
 ) -> None:
     fake.script("hang", [Hang()])
     baseline = subscribers(oc)
     sse = await open_events()
-    await client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})
+    await app_client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})
     assert (await sse.next()) is not None  # streaming
     await sse.disconnect()
     assert subscribers(oc) == baseline
     await asyncio.sleep(0)
     assert [t for t in asyncio.all_tasks() if serves_the_stream(t)] == []
     # the thread goes on: the turn is still running, and a new client can follow it
-    assert (await client.get(f"/threads/{T}")).json()["status"] == "running"
+    assert (await app_client.get(f"/threads/{T}")).json()["status"] == "running"
 
 
 async def test_last_event_id_resumes_exactly_after_that_event(
@@ -190,15 +190,15 @@ async def test_a_client_that_falls_behind_gets_a_gap_then_the_end_and_catches_up
 
 
 async def test_a_stop_shows_on_the_stream_as_stopping_then_aborted(
-    open_events: OpenEvents, client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    open_events: OpenEvents, app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     fake.script("hang", [Hang()])
     sse = await open_events()
-    turn_id = (await client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})).json()[
-        "turn_id"
-    ]
+    turn_id = (
+        await app_client.post(f"/threads/{T}/turns", json={"text": "[[script:hang]]"})
+    ).json()["turn_id"]
     await rec.wait_for("turn.started")
-    assert (await client.post(f"/threads/{T}/stop")).status_code == 200
+    assert (await app_client.post(f"/threads/{T}/stop")).status_code == 200
     frames = await sse.until("turn.aborted")
     types = [f.event for f in frames]
     assert types.index("turn.stopping") < types.index("turn.aborted")
@@ -206,16 +206,16 @@ async def test_a_stop_shows_on_the_stream_as_stopping_then_aborted(
 
 
 async def test_a_head_request_opens_no_subscription(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter
 ) -> None:
     before = subscribers(oc)
-    response = await client.head(f"/threads/{T}/events")
+    response = await app_client.head(f"/threads/{T}/events")
     assert response.status_code == 200 and response.content == b""
     assert subscribers(oc) == before
 
 
 async def test_frames_carry_server_text_with_lone_surrogates_well_formed(
-    open_events: OpenEvents, client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    open_events: OpenEvents, app_client: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     """A text delta, a tool input and a subagent title holding a lone UTF-16 half (as
     OpenCode writes them): every frame is UTF-8 JSON with U+FFFD in its place, no
@@ -227,7 +227,7 @@ async def test_frames_carry_server_text_with_lone_surrogates_well_formed(
         [Text(f"said {lone}"), Tool("bash", {"command": f"echo {lone}"}), Task(lone, "child")],
     )
     sse = await open_events()
-    await client.post(f"/threads/{T}/turns", json={"text": "[[script:cut]]"})
+    await app_client.post(f"/threads/{T}/turns", json={"text": "[[script:cut]]"})
     frames = await sse.until("turn.completed")
     sse.body.decode("utf-8")  # strict
     assert "\\ud8" not in sse.body.decode().lower()

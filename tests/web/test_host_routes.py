@@ -27,9 +27,9 @@ def sent(fake: FakeOpenCodeServer, suffix: str) -> list[str]:
 
 
 async def test_the_inventory_is_the_adapters(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter
 ) -> None:
-    response = await client.get("/inventory")
+    response = await app_client.get("/inventory")
     assert response.status_code == 200, response.text
     body = response.json()
     assert body == json.loads(json.dumps((await oc.inventory()).to_dict()))
@@ -37,31 +37,35 @@ async def test_the_inventory_is_the_adapters(
     assert body["models"][0]["context_limit"] == 128000
     assert {"build", "plan"} <= {a["name"] for a in body["agents"]}
     assert {"init", "review"} <= {c["name"] for c in body["commands"]}
-    assert (await client.post("/inventory", json={})).status_code == 405
+    assert (await app_client.post("/inventory", json={})).status_code == 405
 
 
 async def test_a_thread_made_with_a_model_and_an_agent_sends_them_with_its_turns(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     prompts = SentBodies(fake, "/session/{id}/prompt_async")
-    made = await client.post("/threads", json={"thread_id": "t", "model": MODEL, "agent": "plan"})
+    made = await app_client.post(
+        "/threads", json={"thread_id": "t", "model": MODEL, "agent": "plan"}
+    )
     assert made.status_code == 201, made.text
     fake.script("hi", [Text("hi")])
-    turn = await client.post("/threads/t/turns", json={"text": "[[script:hi]]"})
+    turn = await app_client.post("/threads/t/turns", json={"text": "[[script:hi]]"})
     assert turn.status_code == 202
     await rec.wait_for("turn.completed")
     [prompt] = prompts
     assert prompt["agent"] == "plan"
     assert prompt["model"] == {"providerID": "fake", "modelID": "fake-model"}
     fake.script("hi", [Text("hi")])
-    other = await client.post("/threads/t/turns", json={"text": "[[script:hi]]", "agent": "build"})
+    other = await app_client.post(
+        "/threads/t/turns", json={"text": "[[script:hi]]", "agent": "build"}
+    )
     assert other.status_code == 202
     await rec.wait_for("turn.completed", lambda e: e.turn_id == other.json()["turn_id"])
     assert prompts[-1]["agent"] == "build"
 
 
 async def test_a_model_or_agent_the_server_does_not_offer_is_refused(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     for body, field in [
         ({"model": "fake/other-model"}, "model"),
@@ -71,44 +75,44 @@ async def test_a_model_or_agent_the_server_does_not_offer_is_refused(
         ({"agent": 7}, "agent"),
         ({"agent": ""}, "agent"),
     ]:
-        message = await expect_invalid(await client.post("/threads", json=body), field)
+        message = await expect_invalid(await app_client.post("/threads", json=body), field)
         assert message, body
-    assert (await client.get("/threads")).json() == []
-    await client.post("/threads", json={"thread_id": "t"})
+    assert (await app_client.get("/threads")).json() == []
+    await app_client.post("/threads", json={"thread_id": "t"})
     for body, field in [
         ({"text": "hi", "model": "fake/other-model"}, "model"),
         ({"text": "hi", "agent": "nobody"}, "agent"),
     ]:
-        await expect_invalid(await client.post("/threads/t/turns", json=body), field)
+        await expect_invalid(await app_client.post("/threads/t/turns", json=body), field)
     assert sent(fake, "/prompt_async") == []
 
 
 async def test_an_unreadable_inventory_refuses_a_choice_it_cannot_check(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.fail("GET", "/agent", status=500, times=None)
-    refused = await client.post("/threads", json={"agent": "plan"})
+    refused = await app_client.post("/threads", json={"agent": "plan"})
     assert refused.status_code == 502 and error_of(refused)["type"] == "opencode_error"
     assert "agent" in error_of(refused)["message"]
-    inventory = await client.get("/inventory")
+    inventory = await app_client.get("/inventory")
     assert inventory.status_code == 200 and "agents" in inventory.json()["errors"]
-    assert (await client.post("/threads", json={"model": MODEL})).status_code == 201
+    assert (await app_client.post("/threads", json={"model": MODEL})).status_code == 201
 
 
 async def test_a_fork_is_a_new_thread_and_the_source_is_untouched(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, thread: str, run_turn: RunTurn
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, thread: str, run_turn: RunTurn
 ) -> None:
     await run_turn("one", [Text("first answer")])
-    source = (await client.get(f"/threads/{thread}")).json()
-    forked = await client.post(f"/threads/{thread}/fork", json={"thread_id": "f"})
+    source = (await app_client.get(f"/threads/{thread}")).json()
+    forked = await app_client.post(f"/threads/{thread}/fork", json={"thread_id": "f"})
     assert forked.status_code == 201, forked.text
     info = forked.json()
     assert info["thread_id"] == "f" and info["session_id"] != source["session_id"]
-    assert (await client.get("/threads/f")).json()["session_id"] == info["session_id"]
-    assert (await client.get(f"/threads/{thread}")).json() == source
-    again = await client.post(f"/threads/{thread}/fork", json={"thread_id": "f"})
+    assert (await app_client.get("/threads/f")).json()["session_id"] == info["session_id"]
+    assert (await app_client.get(f"/threads/{thread}")).json() == source
+    again = await app_client.post(f"/threads/{thread}/fork", json={"thread_id": "f"})
     assert again.status_code == 409 and error_of(again)["type"] == "conflict"
-    named = await client.post(f"/threads/{thread}/fork", json={})
+    named = await app_client.post(f"/threads/{thread}/fork", json={})
     assert named.status_code == 201 and named.json()["thread_id"].startswith("t_")
     forks = len(sent(fake, "/fork"))
     for body, field in [
@@ -116,18 +120,18 @@ async def test_a_fork_is_a_new_thread_and_the_source_is_untouched(
         ({"thread_id": 3}, "thread_id"),
         ({"thread_id": "g", "at": 1}, "at"),
     ]:
-        await expect_invalid(await client.post(f"/threads/{thread}/fork", json=body), field)
+        await expect_invalid(await app_client.post(f"/threads/{thread}/fork", json=body), field)
     assert len(sent(fake, "/fork")) == forks
-    unknown = await client.post("/threads/nope/fork", json={"thread_id": "g"})
+    unknown = await app_client.post("/threads/nope/fork", json={"thread_id": "g"})
     assert unknown.status_code == 404
 
 
 async def test_a_command_runs_as_a_turn(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
 ) -> None:
     fake.script("cmd", [Text("initialised")])
     commands = SentBodies(fake, "/session/{id}/command")
-    response = await client.post(
+    response = await app_client.post(
         f"/threads/{thread}/commands", json={"name": "init", "arguments": "[[script:cmd]]"}
     )
     assert response.status_code == 202, response.text
@@ -140,7 +144,7 @@ async def test_a_command_runs_as_a_turn(
 
 
 async def test_a_bad_command_is_refused_and_nothing_runs(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder, thread: str
 ) -> None:
     for body, field in [
         ({"name": "nope"}, "name"),
@@ -150,11 +154,11 @@ async def test_a_bad_command_is_refused_and_nothing_runs(
         ({"name": "init", "agent": "nobody"}, "agent"),
         ({"name": "init", "text": "x"}, "text"),
     ]:
-        await expect_invalid(await client.post(f"/threads/{thread}/commands", json=body), field)
+        await expect_invalid(await app_client.post(f"/threads/{thread}/commands", json=body), field)
     assert sent(fake, "/command") == []
     fake.script("long", [Hang()])
-    await client.post(f"/threads/{thread}/turns", json={"text": "[[script:long]]"})
+    await app_client.post(f"/threads/{thread}/turns", json={"text": "[[script:long]]"})
     await rec.wait_for("turn.started")
-    busy = await client.post(f"/threads/{thread}/commands", json={"name": "init"})
+    busy = await app_client.post(f"/threads/{thread}/commands", json={"name": "init"})
     assert busy.status_code == 409 and error_of(busy)["type"] == "conflict"
     assert sent(fake, "/command") == []

@@ -65,7 +65,7 @@ def assert_secure(headers: httpx.Headers | dict[str, str], what: str) -> None:
 
 
 async def test_the_page_and_its_files_carry_the_security_headers(
-    client: httpx.AsyncClient,
+    app_client: httpx.AsyncClient,
 ) -> None:
     for path, media in [
         ("/", "text/html"),
@@ -73,10 +73,10 @@ async def test_the_page_and_its_files_carry_the_security_headers(
         ("/static/host.js", "text/javascript"),
         ("/static/style.css", "text/css"),
     ]:
-        response = await client.get(path)
+        response = await app_client.get(path)
         assert response.status_code == 200 and response.headers["content-type"].startswith(media)
         assert_secure(response.headers, path)
-    page = (await client.get("/")).text
+    page = (await app_client.get("/")).text
     assert "<script>" not in page and "<style" not in page and " style=" not in page
     assert not re.search(r"\son[a-z]+\s*=", page, re.IGNORECASE)  # no inline handler
 

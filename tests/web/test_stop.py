@@ -37,10 +37,10 @@ async def running_tree(
 
 
 async def test_a_stop_answers_the_report_and_what_finished(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    root, turn_id = await running_tree(client, fake, rec, "one")
-    response = await client.post(f"/threads/{T}/stop")
+    root, turn_id = await running_tree(app_client, fake, rec, "one")
+    response = await app_client.post(f"/threads/{T}/stop")
     assert response.status_code == 200
     body = response.json()
     assert body["turn_id"] == turn_id
@@ -56,23 +56,23 @@ async def test_a_stop_answers_the_report_and_what_finished(
 
 
 async def test_fifty_concurrent_stops_share_one_stop(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     # What one stop of this tree costs, done through the adapter directly.
-    root, _ = await running_tree(client, fake, rec, "direct")
+    root, _ = await running_tree(app_client, fake, rec, "direct")
     before = root_aborts(fake, root)
     await oc.interrupt_turn(T)
     per_stop = root_aborts(fake, root) - before
     assert per_stop >= 1
     await rec.wait_for("turn.aborted")
 
-    root, turn_id = await running_tree(client, fake, rec, "clicked")
+    root, turn_id = await running_tree(app_client, fake, rec, "clicked")
     before = root_aborts(fake, root)
     hold = fake.hold("POST", f"/session/{root}/abort")
-    clicks = [asyncio.create_task(client.post(f"/threads/{T}/stop")) for _ in range(50)]
+    clicks = [asyncio.create_task(app_client.post(f"/threads/{T}/stop")) for _ in range(50)]
     await hold.wait_started()
     await asyncio.sleep(0.05)  # every click reaches interrupt_turn while the stop is held
-    assert (await client.get(f"/threads/{T}")).json()["status"] == "stopping"
+    assert (await app_client.get(f"/threads/{T}")).json()["status"] == "stopping"
     hold.release()
     responses = await asyncio.gather(*clicks)
     assert {r.status_code for r in responses} == {200}
@@ -84,11 +84,11 @@ async def test_fifty_concurrent_stops_share_one_stop(
 
 
 async def test_a_failed_stop_is_502_with_its_report(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    root, _ = await running_tree(client, fake, rec, "refused")
+    root, _ = await running_tree(app_client, fake, rec, "refused")
     refusal = refuse(fake, "POST", f"/session/{root}/abort", "refused", times=None)
-    response = await client.post(f"/threads/{T}/stop")
+    response = await app_client.post(f"/threads/{T}/stop")
     assert response.status_code == 502
     body = response.json()
     assert body["error"]["type"] == "stop_failed" and body["error"]["message"]
@@ -96,25 +96,25 @@ async def test_a_failed_stop_is_502_with_its_report(
     [root_entry] = [s for s in body["stop"]["sessions"] if s["session_id"] == root]
     assert root_entry["outcome"] != "aborted" and "refused" in (root_entry["error"] or "")
     refusal.remove()
-    retried = await client.post(f"/threads/{T}/stop")
+    retried = await app_client.post(f"/threads/{T}/stop")
     assert retried.status_code == 200 and retried.json()["stop"]["ok"] is True
 
 
 async def test_a_stop_with_no_turn_running_is_a_stop_of_nothing(
-    client: httpx.AsyncClient,
+    app_client: httpx.AsyncClient,
 ) -> None:
-    await client.post("/threads", json={"thread_id": T})
-    response = await client.post(f"/threads/{T}/stop")
+    await app_client.post("/threads", json={"thread_id": T})
+    response = await app_client.post(f"/threads/{T}/stop")
     assert response.status_code == 200
     assert response.json()["turn_id"] is None
 
 
 async def test_a_stop_of_a_closing_thread_is_a_conflict(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    root, _ = await running_tree(client, fake, rec, "closing")
+    root, _ = await running_tree(app_client, fake, rec, "closing")
     hold, closing = await held_abort(fake, root, oc.stop_session(T))
-    response = await client.post(f"/threads/{T}/stop")
+    response = await app_client.post(f"/threads/{T}/stop")
     assert response.status_code == 409 and response.json()["error"]["type"] == "conflict"
     hold.release()
     await closing

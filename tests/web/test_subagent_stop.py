@@ -38,11 +38,11 @@ def stop_url(session_id: str, thread: str = T) -> str:
 
 
 async def test_the_report_of_one_subagent_and_the_sibling_and_the_turn_go_on(
-    client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    root, tasks = await running(client, fake, rec)
+    root, tasks = await running(app_client, fake, rec)
     alpha, beta = tasks["alpha"], tasks["beta"]
-    response = await client.post(stop_url(alpha))
+    response = await app_client.post(stop_url(alpha))
     assert response.status_code == 200, response.text
     report = response.json()
     assert report["ok"] is True and report["root_id"] == alpha
@@ -51,7 +51,7 @@ async def test_the_report_of_one_subagent_and_the_sibling_and_the_turn_go_on(
     assert {"elapsed", "max_in_flight", "requests"} <= set(report)
     assert set(aborted(fake)) == {alpha}
     assert fake.sessions[beta].busy and fake.sessions[root].busy
-    assert (await client.get(f"/threads/{T}")).json()["status"] == "running"
+    assert (await app_client.get(f"/threads/{T}")).json()["status"] == "running"
     stopped = await rec.wait_for("task.completed", lambda e: e.session_id == alpha)
     assert stopped.status == "stopped"
     [request] = rec.of("request.opened")
@@ -62,11 +62,11 @@ async def test_the_report_of_one_subagent_and_the_sibling_and_the_turn_go_on(
 
 
 async def test_targets_outside_the_thread_are_refused_and_nothing_is_stopped(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    root, tasks = await running(client, fake, rec)
-    await client.post("/threads", json={"thread_id": "other"})
-    other_root = (await client.get("/threads/other")).json()["session_id"]
+    root, tasks = await running(app_client, fake, rec)
+    await app_client.post("/threads", json={"thread_id": "other"})
+    other_root = (await app_client.get("/threads/other")).json()["session_id"]
     for session_id, status, kind in [
         (root, 422, "invalid_input"),  # the root: the turn's Stop stops it
         ("ses_unknown", 404, "not_found"),
@@ -75,33 +75,33 @@ async def test_targets_outside_the_thread_are_refused_and_nothing_is_stopped(
         ("ses_a%20b", 422, "invalid_input"),
         ("ses_" + "x" * 200, 422, "invalid_input"),
     ]:
-        response = await client.post(stop_url(session_id))
+        response = await app_client.post(stop_url(session_id))
         assert response.status_code == status, (session_id, response.text)
         error = error_of(response)
         assert error["type"] == kind, (session_id, error)
         if status == 422:
             assert error["field"] == "session_id", error
     # A subagent of this thread, addressed through another thread: not there.
-    elsewhere = await client.post(stop_url(tasks["alpha"], "other"))
+    elsewhere = await app_client.post(stop_url(tasks["alpha"], "other"))
     assert elsewhere.status_code == 404 and error_of(elsewhere)["type"] == "not_found"
-    unknown_thread = await client.post(stop_url(tasks["alpha"], "nope"))
+    unknown_thread = await app_client.post(stop_url(tasks["alpha"], "nope"))
     assert error_of(unknown_thread)["type"] == "unknown_thread"
     assert aborted(fake) == []
     assert all(fake.sessions[s].busy for s in (root, *tasks.values()))
 
 
 async def test_the_body_is_guarded_as_on_every_route(
-    client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
+    app_client: httpx.AsyncClient, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    _, tasks = await running(client, fake, rec)
+    _, tasks = await running(app_client, fake, rec)
     url = stop_url(tasks["alpha"])
-    field = await client.post(url, json={"session_id": tasks["beta"]})
+    field = await app_client.post(url, json={"session_id": tasks["beta"]})
     assert field.status_code == 422 and error_of(field)["field"] == "session_id"
-    not_json = await client.post(url, content=b"{}", headers={"Content-Type": "text/plain"})
+    not_json = await app_client.post(url, content=b"{}", headers={"Content-Type": "text/plain"})
     assert not_json.status_code == 415
-    too_big = await client.post(
+    too_big = await app_client.post(
         url, content=b" " * (4 * 1024 * 1024 + 1), headers={"Content-Type": "application/json"}
     )
     assert too_big.status_code == 413
-    assert (await client.get(url)).status_code == 405
+    assert (await app_client.get(url)).status_code == 405
     assert aborted(fake) == []
