@@ -84,7 +84,7 @@ async def test_a_lambda_over_several_lines_is_named_whole(fake: FakeOpenCodeServ
             timeout=SHORT,
         )
     assert str(raised.value).startswith(
-        "condition lambda: len(fake.tree(root)) == 2 and not fake.sessions[root].busy not met"
+        "condition lambda: (len(fake.tree(root)) == 2 and not fake.sessions[root].busy) not met"
     )
 
 

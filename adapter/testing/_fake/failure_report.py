@@ -149,20 +149,22 @@ def _pending_line(request_id: str, request: PendingRequest) -> str:
 
 
 def _lambda_expression(source: str) -> str:
-    """``lambda: ...`` cut out of the source line(s) it was written on: the shortest
-    piece from ``lambda`` to a comma, a closing bracket or a line end that parses."""
+    """``lambda: ...`` cut out of the source it was written in (lines joined): the longest
+    piece from ``lambda`` to a comma, a closing bracket or the end that parses as a lambda
+    (a comma inside it, ``lambda a, b: ...`` or a string, stays in)."""
     start = source.find("lambda")
     if start < 0:
         return ""
-    text = source[start:]
-    ends = [index for index, char in enumerate(text) if char in ",)]}\n"]
-    for end in [*ends, len(text)]:
+    text = " ".join(source[start:].split())
+    ends = [index for index, char in enumerate(text) if char in ",)]}"]
+    for end in reversed([*ends, len(text)]):
         try:
-            expression = ast.parse(text[:end].strip(), mode="eval")
+            expression = ast.parse(text[:end], mode="eval")
         except SyntaxError:
             continue
         if isinstance(expression.body, ast.Lambda):
-            return " ".join(text[:end].split())
+            # Lines joined, the brackets a formatter opened for them close up again.
+            return text[:end].strip().replace("( ", "(").replace(" )", ")")
     return ""
 
 
