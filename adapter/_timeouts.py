@@ -65,7 +65,7 @@ class Timeouts:
         with ``GET /session/status``, retrying with backoff while status fails.
         If status has not answered within this time, the turn ends with a
         warning that names the failure instead of staying ``running`` forever.
-        60 s is five times the 12 s status outage measured in issue 12.
+        60 s is five times a 12 s status outage (503s) measured as a turn ended.
     ``idle_confirm_backoff_max`` (default 5)
         The longest wait between two of those status retries (the backoff
         doubles from 0.1 s up to this cap), so a recovered server is noticed

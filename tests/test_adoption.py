@@ -1,4 +1,4 @@
-"""Adoption (issue 33): a run on the thread's root that this adapter did not start is a turn.
+"""Adoption: a run on the thread's root that this adapter did not start is a turn.
 
 On the fake, each path the real server shows (``tests/real/test_adoption_real.py`` pins
 them on ``opencode serve``): a run found working when the thread is resumed (a host

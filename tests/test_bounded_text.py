@@ -1,5 +1,5 @@
 """Long streamed text: linear to accumulate, bounded in memory, whole again when a
-surrogate pair was cut between two deltas (issue 21, items 3 and 4).
+surrogate pair was cut between two deltas.
 
 Speed is measured by ``benchmarks/text_deltas.py``, never asserted here: these tests
 check what is kept (exact text, bytes per part, bytes per history) and what is let go.

@@ -1,4 +1,4 @@
-"""The docs name everything the code offers (issue 35): a new public name without docs fails.
+"""The docs name everything the code offers: a new public name without docs fails.
 
 Why a test: the docs drifted from the code one name at a time (14 public names and 17
 of the client's methods were on no page). Every name is collected from the code when

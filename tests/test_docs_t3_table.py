@@ -14,7 +14,7 @@ second. This test reads them and checks:
 
 A name the table gives before its feature exists goes in ``PENDING``, and the test asserts
 it still does **not** exist; when the feature lands the test fails on its name, which then
-leaves ``PENDING``. Every name of issue 23 has landed: ``PENDING`` is empty, so every name
+leaves ``PENDING``. Every name the table gives has landed: ``PENDING`` is empty, so every name
 in the table is checked.
 """
 
@@ -33,7 +33,7 @@ from adapter import AnyEvent, OpenCodeAdapter
 DOC = Path(__file__).parent.parent / "docs" / "adapter.md"
 HEADING = "## T3 Code's provider contract, row by row"
 
-#: Issue 23's names that the table uses before they exist (see the module docstring).
+#: Names that the table uses before they exist (see the module docstring).
 PENDING: frozenset[str] = frozenset()
 
 #: ``ProviderAdapterShape`` in t3code's apps/server/src/provider/Services/ProviderAdapter.ts:

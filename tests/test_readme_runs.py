@@ -1,4 +1,4 @@
-"""README.md's Python snippets run as printed (issue 35): a user copies one into a file and
+"""README.md's Python snippets run as printed: a user copies one into a file and
 runs it with ``python``.
 
 Each ``python`` block of the README is written to a file and run in a subprocess, the

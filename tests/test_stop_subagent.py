@@ -1,4 +1,4 @@
-"""``stop_subagent`` (issue 23 item 4): stop one subagent and its subtree, and nothing else.
+"""``stop_subagent``: stop one subagent and its subtree, and nothing else.
 
 Measured on ``opencode serve`` 1.18.34 (two parallel ``task`` children, one aborted with
 ``POST /session/{A}/abort``; ``tests/fixtures/events-parallel-task-abort-1.18.34.jsonl``): A

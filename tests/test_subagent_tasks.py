@@ -1,4 +1,4 @@
-"""Subagents as tasks (issue 23 item 3): ``task.started``, ``task.updated``, ``task.completed``.
+"""Subagents as tasks: ``task.started``, ``task.updated``, ``task.completed``.
 
 Measured on ``opencode serve`` 1.18.34 (``tests/fixtures/events-parallel-task-abort-1.18.34.jsonl``:
 a root whose one model step calls ``task`` twice, one child aborted): each call's ``pending``

@@ -1,4 +1,4 @@
-"""Turns that are never lost or stuck: one regression test per race of issue 12.
+"""Turns that are never lost or stuck: one regression test per race that lost or stuck a turn.
 
 Each test drives the in-process fake the way the real OpenCode 1.18.34 was measured
 to behave (a follow-up accepted as a run ends starts a second run, automatic

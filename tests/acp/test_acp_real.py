@@ -2,7 +2,7 @@
 
 The agent runs as an editor runs it: a subprocess (``python -m adapter acp --url``)
 speaking ACP on stdin/stdout, here in front of a real ``opencode serve`` whose model is
-the scripted one. These are the behaviours ``opencode acp`` gets wrong (issue 15):
+the scripted one. These are the behaviours ``opencode acp`` itself gets wrong:
 a Cancel of a nested ``task`` tree must answer ``cancelled`` with the whole tree idle and
 no model request after the answer, and a grandchild's permission request must reach the
 client.

@@ -1,4 +1,4 @@
-"""Issue 24's ACP features through ``opencode-tree acp`` (a subprocess, as an editor runs
+"""The ACP host features through ``opencode-tree acp`` (a subprocess, as an editor runs
 it) in front of a real ``opencode serve`` with the scripted model and configured slash
 commands (``hello``, ``sub``: ``tests.differential.language.COMMANDS``)."""
 

@@ -1,4 +1,4 @@
-"""Issue 24 on the ACP agent: what a session offers and how a client changes it, through
+"""The ACP agent's host features: what a session offers and how a client changes it, through
 the SDK's client on the fake OpenCode.
 
 ``session/new`` answers with ``configOptions`` (a model select from ``inventory()``, an

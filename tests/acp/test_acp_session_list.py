@@ -1,4 +1,4 @@
-"""Issue 24 on the ACP agent: ``session/list`` (the server's sessions of a ``cwd``, with
+"""The ACP agent's host features: ``session/list`` (the server's sessions of a ``cwd``, with
 titles and times, paged), ``session/close`` (the tree stopped) and ``session/fork``
 (``fork_thread``), through the SDK's client on the fake OpenCode."""
 

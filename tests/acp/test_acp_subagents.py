@@ -1,4 +1,4 @@
-"""Issue 24 on the ACP agent: stop one subagent (``_opencode/stop_subagent``) and the
+"""The ACP agent's host features: stop one subagent (``_opencode/stop_subagent``) and the
 ``usage_update`` of a prompt, through the SDK's client on the fake OpenCode.
 
 The sibling ``beta`` waits on a permission request the test answers once the stop

@@ -1,4 +1,4 @@
-"""The differential scenarios of runs this client did not start (issue 33 item 6).
+"""The differential scenarios of runs this client did not start.
 
 An adapter adopts a run it did not send: one another client prompts on a session it
 watches, and a busy tree it finds when it attaches (a restart, another worker). What it

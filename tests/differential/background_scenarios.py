@@ -1,4 +1,4 @@
-"""The differential scenarios of background subagents (issue 23 item 5).
+"""The differential scenarios of background subagents.
 
 Why a module of their own: :mod:`.scenarios` is the list of every scenario; these are
 spliced into it where they run (``BACKGROUND_SCENARIOS``) so that list stays readable.

@@ -1,5 +1,5 @@
 """The differential scenarios of what a host does beside turns: fork a thread, add an MCP
-server (``fork_thread`` and ``add_mcp_server``, issue 23 items 6 and 9).
+server (``fork_thread`` and ``add_mcp_server``).
 
 Why a module of their own: :mod:`.scenarios` is the list of every scenario, and these
 are spliced into it where they run (``HOST_SCENARIOS``) so that list stays readable.

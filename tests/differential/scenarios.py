@@ -368,7 +368,7 @@ SCENARIOS: list[Scenario] = [
         ],
     ),
     Scenario(
-        # Measured on 1.18.34 (issue 23 item 4): one of two parallel task children aborted
+        # Measured on 1.18.34 (stop_subagent's case): one of two parallel task children aborted
         # alone; its call ends "Task cancelled", the sibling finishes, the root answers.
         "parallel_tasks_one_aborted",
         [

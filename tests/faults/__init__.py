@@ -1,2 +1,2 @@
-"""Fault-injection suite (issue 8): every case checks the outcome, that nothing leaked,
+"""Fault-injection suite: every case checks the outcome, that nothing leaked,
 and that nothing that was already delivered or produced was lost."""

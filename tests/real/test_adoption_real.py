@@ -1,4 +1,4 @@
-"""Adoption on a real ``opencode serve`` (issue 33): a run this adapter did not start is a turn.
+"""Adoption on a real ``opencode serve``: a run this adapter did not start is a turn.
 
 * A host process killed (``SIGKILL``) mid-turn, and a new adapter resumed from the cursor:
   the thread is ``running`` with the dead process's turn id, ``turn.started`` says
@@ -12,12 +12,12 @@
   still busy on the server after it.
 * A run another client prompts on a watched thread (a plain ``POST prompt_async``): a
   turn with its text, ending ``completed``.
-* Two adapters on one thread (issue 33, item 4): B resumes A's running turn with the same
+* Two adapters on one thread: B resumes A's running turn with the same
   id, B's Stop stops the whole tree with A's output in its partial, A's turn ends
   ``turn.aborted`` ("Aborted outside this adapter.") promptly, and a follow-up runs and
   both see it; measured on 1.18.34: A's turn ended 0.02-0.07 s after B's Stop returned,
-whether the root's step after its cancelled ``task`` hangs or answers (the two shapes of an
-abort by another client measured in issue 33).
+whether the root's step after its cancelled ``task`` hangs or answers (the two shapes an
+abort by another client was measured to take).
 
 The restart scenarios script a root that writes text and runs ``bash``, then a ``task``
 subagent whose own subagent streams its answer slowly (``GRAND_TEXT``, about 4 s, so the
@@ -333,7 +333,7 @@ async def test_a_run_another_client_prompts_on_a_watched_thread_is_a_completed_t
 
 # ------------------------------------------------------------------ two adapters, one thread
 
-#: A's turn must end this soon after B's Stop returned (issue 33 asks for "a couple of
+#: A's turn must end this soon after B's Stop returned (the aim is "a couple of
 #: seconds"; before the fix it waited out the 30 s quiet check). Generous for a loaded machine.
 ABORTED_WITHIN = 10.0
 

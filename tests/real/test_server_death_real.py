@@ -3,7 +3,7 @@
 step), the thread stays ``ready``; the server restarted on the same storage and port,
 the stream reconnects and the thread's next turn completes; a host resuming the thread
 from its cursor then finds it ``ready``: the killed run did not survive the restart, so
-nothing is adopted (issue 33, item 5)."""
+nothing is adopted."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ server's own wind-down, at least one run has none (the fix is in effect).
 The rate of those races is a figure, not a promise, and it depends on the machine's
 load: 3 of 40 runs on the chain on an idle machine (``benchmarks/real_stop.py
 --cost``, ``docs/interrupt.md``), but 4 of 8 here while other processes kept the 2
-cores busy (load average 11), which once failed a CI run that bounded it at 2 of 8
-(issue 22). The benchmark keeps measuring it.
+cores busy (load average 11), which once failed a CI run that bounded it at 2 of 8:
+so no test bounds it. The benchmark keeps measuring it.
 """
 
 from __future__ import annotations

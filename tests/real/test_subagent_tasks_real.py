@@ -1,4 +1,4 @@
-"""Subagents as tasks and ``stop_subagent`` on a real ``opencode serve`` (issue 23 items 3, 4).
+"""Subagents as tasks and ``stop_subagent`` on a real ``opencode serve``.
 
 A root whose one model step calls ``task`` twice (measured on 1.18.34: both children start
 at once, each call's ``item_id`` names its child); one child, or a child and its own child,

@@ -1,4 +1,4 @@
-"""The turn lifecycle's races on a real ``opencode serve`` 1.18.34 (issue 12).
+"""The turn lifecycle's races on a real ``opencode serve`` 1.18.34.
 
 * A follow-up sent around the end of a run, at many timings: OpenCode merges a prompt
   sent well before the run's idle into the running loop and starts a second run for

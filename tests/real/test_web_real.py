@@ -1,8 +1,8 @@
 """The web backend through ``opencode-tree web`` (a subprocess) on a real ``opencode serve``.
 
 ``GET /inventory`` lists what the server offers, and
-``POST /threads/{id}/subagents/{session_id}/stop`` stops one of two parallel subagents
-(issue 24 item 2): the sibling and the root go on and the turn completes with the
+``POST /threads/{id}/subagents/{session_id}/stop`` stops one of two parallel subagents:
+the sibling and the root go on and the turn completes with the
 sibling's work; the root and an unknown session are refused with nothing stopped. The
 scenario is ``test_subagent_tasks_real.py``'s (``alpha`` hangs, ``beta`` streams for
 about 4 s), driven over HTTP and the event stream only, with the bearer token the

@@ -1,5 +1,5 @@
 """``opencode-tree web`` restarted under running turns, over a real ``opencode serve``
-(issue 34, "Done when": a ``kill -9`` mid-turn, a rolling restart while 5 turns run).
+(a ``kill -9`` mid-turn, a rolling restart while 5 turns run).
 
 Each backend is the command as a host runs it (``--url`` of the real server, ``--store``
 a SQLite file in ``tmp_path``, a fixed token from ``--token-env``, a fixed port), in a

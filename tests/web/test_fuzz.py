@@ -1,4 +1,4 @@
-"""Property-based fuzz of the web API's bodies and headers (issue 21, "Tests").
+"""Property-based fuzz of the web API's bodies and headers.
 
 Random methods, known and unknown paths (thread ids with dots, separators, controls,
 lone surrogates), query strings, content types, header values, and bodies: random

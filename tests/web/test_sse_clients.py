@@ -1,4 +1,4 @@
-"""Stalled and vanished SSE clients cost nothing to the others (issue 21, item 5).
+"""Stalled and vanished SSE clients cost nothing to the others.
 
 The figures (20 and 50 stalled clients over uvicorn closing together) are in
 ``benchmarks/web_stalled_clients.py``; these tests pin the two mechanisms without

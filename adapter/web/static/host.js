@@ -1,4 +1,4 @@
-// The host features of the stop-button page (issue 24): a Stop on each running
+// The host features of the stop-button page: a Stop on each running
 // subagent's row, the context meter and the turn's tree-wide cost, the plan beside the
 // transcript, the model and agent pickers fed by GET /inventory, and slash commands.
 //
