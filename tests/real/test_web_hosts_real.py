@@ -30,9 +30,9 @@ from tests.real.test_web_workers_real import (
     ECHOED,
     TOKEN,
     busy,
-    client,
     grandchild_open,
     script_tree,
+    web_http,
 )
 from tests.web.store.postgres_server import throwaway_postgres
 
@@ -102,7 +102,7 @@ async def test_two_backends_on_one_postgresql_serve_and_stop_each_others_threads
     script_tree(scripted_model, name)
     log = tmp_path / "web.log"
     with backends(real_server, pg_dsn, log) as (port_a, port_b):
-        async with client(port_a) as a, client(port_b) as b:
+        async with web_http(port_a) as a, web_http(port_b) as b:
             made = await a.post("/threads", json={"thread_id": "hosts", "title": name})
             assert made.status_code == 201, made.text
             root = made.json()["session_id"]
