@@ -18,7 +18,7 @@ from adapter import (
     UnknownRequestError,
     UnknownThreadError,
 )
-from adapter.testing import FakeOpenCodeServer
+from adapter.testing import FakeOpenCodeServer, caught_up
 from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
 from tests.adapter_support import Recorder, another_turn_completed, refuse, start_scripted_turn
 
@@ -41,7 +41,7 @@ async def test_start_session_creates_and_announces(
     assert info.session_id in fake.sessions
     assert fake.sessions[info.session_id].title == "my title"
     assert info.resume == {"schema": 1, "session_id": info.session_id, "directory": None}
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.types(T) == ["session.started", "thread.started"]
     assert oc.has_session(T)
     assert [s.thread_id for s in oc.list_sessions()] == [T]
@@ -172,7 +172,7 @@ async def test_a_send_during_a_turn_steers_it(
     first = await oc.send_turn(T, "start [[script:long]]")
     second = await oc.send_turn(T, "also do this")
     assert second.turn_id == first.turn_id
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.types(T).count("turn.started") == 1
 
 
@@ -190,7 +190,7 @@ async def test_a_failed_steer_leaves_the_running_turn_intact(
         await oc.send_turn(T, "refused steer")
     assert caught.value.operation == "prompt_async"
     assert refusal.call_count == 1
-    await rec.settle()
+    await caught_up(fake, oc)
     [info] = oc.list_sessions()
     assert info.status == "running" and info.active_turn_id == first.turn_id
     assert rec.of("turn.aborted", T) == [] and rec.of("turn.completed", T) == []
@@ -307,7 +307,7 @@ async def test_genuine_error_fails_the_turn(
     assert done.state == "failed" and done.error == "provider exploded"
     err = await rec.wait_for("runtime.error")
     assert err.error_name == "APIError"
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.of("turn.completed", T) == [done], "the idle after the error completes nothing"
 
 
@@ -323,7 +323,7 @@ async def test_placeholder_titles_are_ignored(
     fake.emit("session.updated", {"sessionID": sid, "info": {"id": sid, "title": "Fix the build"}})
     fake.emit("session.updated", {"sessionID": sid, "info": {"id": sid, "title": "Fix the build"}})
     await rec.wait_for("thread.metadata.updated")
-    await rec.settle()
+    await caught_up(fake, oc)
     assert [e.title for e in rec.of("thread.metadata.updated", T)] == ["Fix the build"]
 
 
@@ -340,7 +340,7 @@ async def test_stale_idle_does_not_complete_a_new_turn(
     fake.emit("session.idle", {"sessionID": info.session_id})
     hold.release()
     await send
-    await asyncio.sleep(0.1)
+    await caught_up(fake, oc)
     assert rec.of("turn.completed", T) == []
     assert oc.list_sessions()[0].status == "running"
 
@@ -380,7 +380,7 @@ async def test_stop_session_emits_exited_once_and_aborts_the_tree(
     await oc.send_turn(T, "go [[script:root]]")
     await rec.wait_for("child.started")
     await asyncio.gather(oc.stop_session(T), oc.stop_session(T))
-    await rec.settle()
+    await caught_up(fake, oc)
     assert len(rec.of("session.exited", T)) == 1
     assert not oc.has_session(T)
     assert not fake.sessions[api_child].busy
@@ -470,7 +470,7 @@ async def test_requests_raised_during_an_outage_are_recovered(
     hold.release()
     opened = await rec.wait_for("request.opened")
     assert opened.thread_id == T and opened.permission == "edit"
-    await asyncio.sleep(0.05)
+    await caught_up(fake, oc)
     assert len(rec.of("request.opened", T)) == 1, "recovered once, not again when the event comes"
 
 
@@ -495,7 +495,7 @@ async def test_resume_does_not_announce_the_ghost_request_of_an_aborted_run(
     await oc.start_session("other", resume={"schema": 1, "session_id": waiting})
     opened = await rec.wait_for("request.opened")
     assert (opened.thread_id, opened.patterns) == ("other", ("make *",))
-    await asyncio.sleep(0.05)
+    await caught_up(fake, oc)
     assert rec.of("request.opened", T) == []
     with pytest.raises(UnknownRequestError):
         await oc.respond_to_request(T, ghost_id, "accept")
@@ -543,9 +543,9 @@ async def test_a_request_answered_while_recovery_reads_is_not_announced_again(
         since = fake.event_count
         await http.post(f"/permission/{request_id}/reply", json={"reply": "once"})
     await fake.wait_for_event("permission.replied", since=since)
-    await asyncio.sleep(0.05)  # the adapter has read the `replied` event
+    await caught_up(fake, oc)  # the adapter has read the `replied` event
     check.release()
     await fake.wait_until(lambda: check.hook is not None and check.hook.call_count >= 1)
-    await asyncio.sleep(0.05)
+    await caught_up(fake, oc)
     assert rec.of("request.opened", T) == []
     assert fake.sessions[root].busy  # the tool runs: the answer took effect
