@@ -356,7 +356,7 @@ class FakeOpenCodeServer(AsyncClosing):
         them. Else raise ``AssertionError`` listing the matching requests (with their
         bodies) and the last requests the fake received."""
         matched = self.calls(method, path_pattern)
-        if len(matched) == 0 if times is None else len(matched) != times:
+        if (not matched) if times is None else (len(matched) != times):
             expected = (
                 "at least 1 request"
                 if times is None
