@@ -11,7 +11,6 @@ again; an aborted child gets none.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 from typing import Any
@@ -19,9 +18,10 @@ from typing import Any
 import httpx
 
 from adapter import TurnStart
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Step, Task, Text
 from tests.adapter_support import emit_session_error
-from tests.faults.support import Harness, fast
+from tests.faults.harness import Harness, fast
 
 T = "thread-1"
 _ids = itertools.count(1)
@@ -146,10 +146,9 @@ async def a_root_that_started_a_background_child(h: Harness) -> tuple[Root, str,
 
 
 async def quiet(h: Harness) -> None:
-    """Long enough for a settle the idle started to have asked the status and decided."""
-    for _ in range(5):
-        await asyncio.sleep(0.02)
-    await h.rec.settle()
+    """Until a settle the idle started has asked the status and decided (the adapter has
+    handled every event the test played, and what that set going has run)."""
+    await caught_up(h.fake, h.oc)
 
 
 def child_ends(fake: FakeOpenCodeServer, child: str) -> None:

@@ -10,13 +10,13 @@ short by a summarize says so instead of completing.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
 import pytest
 
 from adapter import InvalidInputError, OpenCodeAdapter, ThreadCompacted
+from adapter.testing import caught_up
 from adapter.testing.fake import Compact, FakeOpenCodeServer, Text, Tool
 from tests.adapter_support import Recorder, start_scripted_turn
 
@@ -28,9 +28,7 @@ def shown(rec: Recorder) -> str:
 
 
 async def wait_running(rec: Recorder, tool: str) -> None:
-    async with asyncio.timeout(5):
-        while not any(e.tool == tool for e in rec.of("item.started", T)):
-            await asyncio.sleep(0.01)
+    await rec.wait_for("item.started", lambda e: e.thread_id == T and e.tool == tool)
 
 
 async def test_an_automatic_compaction_is_announced_and_the_turn_goes_on(
@@ -80,7 +78,7 @@ async def test_a_summarize_during_a_tool_step_ends_the_turn_and_says_why(
     assert compacted.auto is False and compacted.summary == "what we did"
     assert compacted.turn_id == turn.turn_id
     assert rec.events.index(compacted) < rec.events.index(aborted)
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.of("turn.completed", T) == []
     assert "never reached" not in shown(rec) and "what we did" not in shown(rec)
     assert [e.status for e in rec.of("item.completed", T) if e.tool == "bash"] == ["completed"]
@@ -123,7 +121,7 @@ async def test_a_summarize_between_turns_is_announced_without_a_turn(
     assert summary == fake.summary_text
     compacted = await rec.wait_for("thread.compacted")
     assert compacted.turn_id is None and compacted.auto is False
-    await rec.settle()
+    await caught_up(fake, oc)
     assert len(rec.of("turn.started", T)) == 1 and rec.of("turn.aborted", T) == []
     assert bodies == [{"providerID": "fake", "modelID": "fake-model"}]
 
