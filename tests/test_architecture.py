@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "adapter"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
-MAX_LINES = 800  # no room over 800 lines, testing included
+MAX_LINES = 800  # no room over 800 lines: the package, its tests, benchmarks and scripts
 MAX_TOP_LEVEL = 25
 
 #: The concept modules and the only concept modules each may import: the registry is below
@@ -228,10 +228,10 @@ def test_the_exceptions_import_no_algorithm() -> None:
     }
 
 
-def test_no_module_is_over_800_lines_testing_included() -> None:
+def test_no_module_is_over_800_lines_tests_benchmarks_and_scripts_included() -> None:
     sizes = {
         path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
-        for folder in (PACKAGE, ROOT / "tests")
+        for folder in (PACKAGE, ROOT / "tests", ROOT / "benchmarks", ROOT / "scripts")
         for path in folder.rglob("*.py")
     }
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
