@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, RequestError
+from adapter._server._binary import PINNED_VERSION
 from adapter._server._releases import (
     TESTED_NEWEST,
     TESTED_OLDEST,
@@ -19,7 +20,7 @@ from adapter._server._releases import (
     parse_version,
     untested_version_warning,
 )
-from adapter.testing._real_server import PINNED_VERSION
+from adapter.testing import caught_up
 from adapter.testing.fake import OPENCODE_VERSION, FakeOpenCodeServer
 from tests.adapter_support import Recorder
 
@@ -109,7 +110,7 @@ async def test_a_tested_server_gets_no_warning_and_its_version_is_known(
     assert oc.server_version is None
     await oc.start_session(T)
     await oc.start_session("thread-2")
-    await rec.settle()
+    await caught_up(fake, oc)
     assert oc.server_version == OPENCODE_VERSION
     assert rec.of("runtime.warning") == []
     assert sum(1 for r in fake.requests if r.path == "/global/health") == 1
@@ -124,7 +125,7 @@ async def test_an_untested_server_is_warned_about_once(
     health = health_reports(fake, {"healthy": True, "version": version})
     await oc.start_session(T)
     await oc.start_session("thread-2")
-    await rec.settle()
+    await caught_up(fake, oc)
     warnings = rec.of("runtime.warning")
     assert len(warnings) == 1
     assert warnings[0].thread_id == T
@@ -155,7 +156,7 @@ async def test_a_missing_or_unparsable_version_is_warned_about(
     health_reports(fake, body)
     await oc.start_session(T)
     await oc.start_session("thread-2")
-    await rec.settle()
+    await caught_up(fake, oc)
     warnings = rec.of("runtime.warning")
     assert len(warnings) == 1 and needle in warnings[0].message
     assert oc.server_version == known
@@ -167,7 +168,7 @@ async def test_a_failing_health_check_does_not_change_connect(
     fake.fail("GET", "/global/health", 503, times=2)
     info = await oc.start_session(T)
     assert info.status == "ready"
-    await rec.settle()
+    await caught_up(fake, oc)
     warnings = rec.of("runtime.warning")
     assert len(warnings) == 1 and "could not read the OpenCode server's version" in (
         warnings[0].message
@@ -179,7 +180,7 @@ async def test_a_failing_health_check_does_not_change_connect(
     await oc.start_session("thread-3")
     assert oc.server_version == OPENCODE_VERSION
     assert sum(1 for r in fake.requests if r.path == "/global/health") == 3
-    await rec.settle()
+    await caught_up(fake, oc)
     assert len(rec.of("runtime.warning")) == 1
 
 
@@ -212,9 +213,7 @@ async def test_a_start_cancelled_during_the_check_leaves_nothing_and_the_next_ch
 
     fake.on("GET", "/global/health", hold_the_first)
     start = asyncio.create_task(oc.start_session(T))
-    async with asyncio.timeout(2):
-        while not calls:
-            await asyncio.sleep(0.01)
+    await fake.wait_until(lambda: bool(calls), description="the first health check arrived")
     start.cancel()
     with pytest.raises(asyncio.CancelledError):
         await start
@@ -231,6 +230,6 @@ async def test_the_warning_goes_out_with_the_first_thread_that_starts(
     with pytest.raises(RequestError):
         await oc.start_session(T)
     await oc.start_session("thread-2")
-    await rec.settle()
+    await caught_up(fake, oc)
     warnings = rec.of("runtime.warning")
     assert [(w.thread_id, "1.19.0" in w.message) for w in warnings] == [("thread-2", True)]
