@@ -59,7 +59,7 @@ from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from benchmarks._common import machine, quiet_logging, table, write_json
-from tests.acp.support import RecordingClient
+from tests.acp.client_side import RecordingClient
 
 ASK_BASH = {"agent": {"general": {"permission": {"bash": "ask"}}}}
 ASK_BASH_ROOT = {"permission": {"bash": "ask"}}

@@ -13,7 +13,7 @@ import respx
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.adapter_support import Record, Recorder
-from tests.support import BASE
+from tests.mocked_tree_api import BASE
 
 #: tests/testing/test_pytest_plugin.py runs a host's tests of the shipped plugin in a subprocess.
 pytest_plugins = ["pytester"]

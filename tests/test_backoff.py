@@ -21,7 +21,7 @@ import pytest
 
 from adapter import OpenCodeClient, RequestError, RetryPolicy
 from adapter._stream._pump import EventPump
-from tests.support import BASE
+from tests.mocked_tree_api import BASE
 
 #: The reconnect backoff (docs/reliability.md): first step and cap, in seconds.
 RECONNECT_FIRST, RECONNECT_MAX = 0.1, 5.0

@@ -21,7 +21,7 @@ from adapter import (
     RetryPolicy,
     SessionStatus,
 )
-from tests.support import BASE, error, not_found, session_calls, session_json
+from tests.mocked_tree_api import BASE, error, not_found, session_calls, session_json
 
 SECRET = "s3cret-pässword-for-tests"
 FAST_RETRY = RetryPolicy(attempts=3, initial_wait=0.001, max_wait=0.002)

@@ -18,7 +18,7 @@ from adapter import (
     TreeStopError,
     stop_tree,
 )
-from tests.support import BASE, Gate, TreeApi, error, not_found, session_json
+from tests.mocked_tree_api import BASE, Gate, TreeApi, error, not_found, session_json
 
 ROOT = "ses_root"
 

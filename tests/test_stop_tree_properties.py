@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter import OpenCodeClient, RetryPolicy, TreeStopError, stop_tree
-from tests.support import BASE, TreeApi, error, not_found
+from tests.mocked_tree_api import BASE, TreeApi, error, not_found
 
 ROOT = "ses_n0"
 

@@ -19,7 +19,7 @@ import httpx
 
 from adapter import TurnStart
 from adapter.testing.fake import FakeOpenCodeServer
-from tests.faults.support import Harness, fast
+from tests.faults.harness import Harness, fast
 
 T = "thread-1"
 

@@ -1,5 +1,5 @@
 """Fixtures of the ACP tests on the fake: short stop timeouts, and the agent connected to
-the SDK's client over a socket pair (:func:`tests.acp.support.connected`)."""
+the SDK's client over a socket pair (:func:`tests.acp.client_side.connected`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapter import OpenCodeAdapter, Timeouts
-from tests.acp.support import Harness, connected
+from tests.acp.client_side import Harness, connected
 
 
 @pytest.fixture

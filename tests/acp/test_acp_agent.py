@@ -14,7 +14,7 @@ from acp.schema import PromptResponse
 from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
-from tests.acp.support import Harness, connected
+from tests.acp.client_side import Harness, connected
 from tests.adapter_support import Recorder, busy_branch
 
 

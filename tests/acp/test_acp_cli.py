@@ -10,7 +10,7 @@ import acp
 import pytest
 from acp import RequestError
 
-from tests.acp.support import RecordingClient
+from tests.acp.client_side import RecordingClient
 
 
 async def test_the_command_serves_acp_on_stdio_and_logs_elsewhere(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from acp.core import ClientSideConnection
 from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
-from tests.acp.support import RecordingClient
+from tests.acp.client_side import RecordingClient
 
 pytestmark = pytest.mark.real
 

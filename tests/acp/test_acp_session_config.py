@@ -26,7 +26,7 @@ from acp.schema import (
 from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Text
-from tests.acp.support import Harness
+from tests.acp.client_side import Harness
 from tests.adapter_support import SentBodies
 
 PROMPT = "/session/{id}/prompt_async"

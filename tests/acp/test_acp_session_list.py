@@ -13,7 +13,7 @@ import adapter.acp._sessions as sessions_module
 from adapter import OpenCodeAdapter
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Hang, Task, Text
-from tests.acp.support import Harness
+from tests.acp.client_side import Harness
 
 
 async def test_list_names_the_root_sessions_of_a_cwd_newest_first_in_pages(

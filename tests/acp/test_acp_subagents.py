@@ -18,7 +18,7 @@ from acp.schema import PromptResponse
 from adapter.acp import STOP_SUBAGENT
 from adapter.testing import FakeOpenCodeServer
 from adapter.testing.fake import Hang, Permission, Task, Tasks, Text, Tool
-from tests.acp.support import Ask, Harness
+from tests.acp.client_side import Ask, Harness
 from tests.adapter_support import Recorder
 
 

@@ -3,7 +3,7 @@ the agent goes on until EOF.
 
 Two levels: the line check and the transport alone (fast, with a hypothesis fuzz of
 arbitrary byte lines), then the real ``opencode-tree acp`` command as a subprocess on the
-fake server (``python -m tests.acp.support``), fed each hostile line on its stdin.
+fake server (``python -m tests.acp.client_side``), fed each hostile line on its stdin.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from adapter.acp._inbound import (
 from adapter.acp._outbound import encode_message
 from adapter.acp._transport import CheckedTransport
 from adapter.testing.fake import FakeOpenCodeServer, Permission, Text, Tool
-from tests.acp.support import connected
+from tests.acp.client_side import connected
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = b'{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":1}}'
@@ -416,7 +416,7 @@ async def agent() -> AsyncIterator[Agent]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.acp.support",
+        "tests.acp.client_side",
         "acp",
         "--url",
         FakeOpenCodeServer.base_url,

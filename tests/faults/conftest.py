@@ -11,7 +11,7 @@ import pytest
 
 from adapter import OpenCodeClient, RetryPolicy
 from adapter.testing.fake import FakeOpenCodeServer
-from tests.faults.support import Harness
+from tests.faults.harness import Harness
 
 #: The default policy's shape (4 attempts), with waits short enough for a test.
 FAST_RETRY = RetryPolicy(attempts=4, initial_wait=0.001, max_wait=0.005)

@@ -14,7 +14,7 @@ import pytest
 
 from adapter import OpenCodeAdapter, SessionClosedError
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Text
-from tests.faults.support import Harness, aborts, fast, settle
+from tests.faults.harness import Harness, aborts, fast, settle
 
 T = "thread-1"
 CONNECT = fast(connect=30.0)

@@ -24,8 +24,8 @@ from adapter import (
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hook, Text, Tool
 from tests.adapter_support import another_turn_completed
 from tests.faults.conftest import FAST_RETRY
-from tests.faults.support import Harness, aborts, fast, settle
-from tests.support import session_calls
+from tests.faults.harness import Harness, aborts, fast, settle
+from tests.mocked_tree_api import session_calls
 
 T = "thread-1"
 VALID_PATH = re.compile(

@@ -18,7 +18,7 @@ from adapter import (
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.adapter_support import held_abort
-from tests.faults.support import Harness, aborts, fast, settle, wait_any
+from tests.faults.harness import Harness, aborts, fast, settle, wait_any
 
 T = "thread-1"
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from adapter._client._sse_payloads import MAX_EVENT_DEPTH
 from adapter.testing.fake import FakeOpenCodeServer, Text
-from tests.faults.support import Harness
+from tests.faults.harness import Harness
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "events-kinds-1.18.34.jsonl"
 SHAPES: list[dict[str, Any]] = [

@@ -20,7 +20,7 @@ from adapter import (
 from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Permission, Text, Tool
 from tests.adapter_support import another_turn_completed, start_scripted_turn
 from tests.faults.conftest import FAST_RETRY
-from tests.faults.support import (
+from tests.faults.harness import (
     Harness,
     LoopbackServer,
     ResetAfterServing,

@@ -21,7 +21,7 @@ from adapter._exceptions import RequestError
 from adapter._stream._pump import EventPump
 from adapter._stream._translator import Translator
 from adapter.testing.fake import FakeOpenCodeServer, Text
-from tests.faults.support import Harness, fast
+from tests.faults.harness import Harness, fast
 
 T = "thread-1"
 

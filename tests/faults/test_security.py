@@ -31,7 +31,7 @@ from adapter._logging import configure_logging, get_logger
 from adapter.cli import amain
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.faults.conftest import FAST_RETRY
-from tests.faults.support import (
+from tests.faults.harness import (
     Harness,
     LoopbackServer,
     closed_port,

@@ -1,6 +1,6 @@
 """A server process the adapter owns dies (or never comes up).
 
-A small stand-in for ``opencode serve`` (``support.write_stub_binary``) makes this cheap: the
+A small stand-in for ``opencode serve`` (``harness.write_stub_binary``) makes this cheap: the
 adapter really starts, watches and reaps a child process, without a model or the real server.
 """
 
@@ -26,7 +26,7 @@ from adapter import (
     TurnCancelledError,
 )
 from tests.adapter_support import Recorder
-from tests.faults.support import check_event_invariants, settle, write_stub_binary
+from tests.faults.harness import check_event_invariants, settle, write_stub_binary
 
 T = "thread-1"
 

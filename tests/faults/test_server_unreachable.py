@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
-from tests.faults.support import Harness, fast
+from tests.faults.harness import Harness, fast
 
 T = "t-unreachable"
 

@@ -68,7 +68,7 @@ from adapter.testing.fake import (
     Tool,
 )
 from tests.adapter_support import Recorder
-from tests.faults.support import (
+from tests.faults.harness import (
     assert_consistent,
     check_event_invariants,
     fast,

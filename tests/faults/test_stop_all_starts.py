@@ -10,7 +10,7 @@ import pytest
 
 from adapter import SessionClosedError
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
-from tests.faults.support import Harness, aborts, fast
+from tests.faults.harness import Harness, aborts, fast
 
 T = "thread-caught"
 

@@ -26,7 +26,7 @@ from adapter import (
 from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text
 from tests.adapter_support import busy_branch, held_abort, start_scripted_turn
-from tests.faults.support import ROOT_ABORTS_PER_STOP, Harness, aborts, fast
+from tests.faults.harness import ROOT_ABORTS_PER_STOP, Harness, aborts, fast
 
 T = "thread-1"
 

@@ -16,7 +16,7 @@ import pytest
 
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from tests.adapter_support import held_abort
-from tests.faults.support import Harness, fast, settle
+from tests.faults.harness import Harness, fast, settle
 
 T = "thread-1"
 TEARDOWN = fast(abort=30.0, tree=30.0, teardown=0.2)

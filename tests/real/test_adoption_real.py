@@ -51,7 +51,7 @@ from adapter.testing.model import (
     task_call,
 )
 from tests.adapter_support import Recorder
-from tests.faults.support import check_event_invariants
+from tests.faults.harness import check_event_invariants
 from tests.real.conftest import adapter_on, directory_http
 
 pytestmark = pytest.mark.real

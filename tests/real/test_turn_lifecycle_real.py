@@ -33,7 +33,7 @@ from adapter import ContentDelta, Event, OpenCodeAdapter, OpenCodeClient, TurnSt
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, ModelRequest, Step, Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
-from tests.faults.support import TERMINAL, TURN_OUTPUT, check_event_invariants
+from tests.faults.harness import TERMINAL, TURN_OUTPUT, check_event_invariants
 from tests.real.conftest import directory_http
 from tests.real.test_infrastructure import chat_body, deltas, read_sse, stream_chat
 

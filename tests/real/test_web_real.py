@@ -27,7 +27,7 @@ import pytest
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
 from adapter.testing.model import Hang, Text, ToolCalls, script_marker, task_call
 from tests.real.test_subagent_tasks_real import _model_call_open
-from tests.web.support import parse_frame
+from tests.web.app_driver import parse_frame
 
 pytestmark = pytest.mark.real
 

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from adapter.testing import RealOpenCodeServer
-from tests.web.support import parse_frame
+from tests.web.app_driver import parse_frame
 
 #: The bearer token every command of a test takes (``--token-env WEB_T``): the page
 #: keeps it across a restart, as it would a host's fixed token.

@@ -17,7 +17,7 @@ from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Question, Step, Text
 from adapter.web import create_app
 from tests.adapter_support import Recorder
-from tests.web.support import COLOR, SseClient, T, open_stream
+from tests.web.app_driver import COLOR, SseClient, T, open_stream
 
 
 @pytest.fixture

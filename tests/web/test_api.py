@@ -22,8 +22,8 @@ from adapter.testing.fake import (
 )
 from adapter.web._errors import response_for
 from tests.adapter_support import Recorder, refuse
+from tests.web.app_driver import THREAD_ROUTES
 from tests.web.conftest import AskColor
-from tests.web.support import THREAD_ROUTES
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task
 from adapter.web import create_app
 from tests.adapter_support import Recorder
-from tests.web.support import SseClient
+from tests.web.app_driver import SseClient
 
 TOKEN = "tok-9f8e7d"
 PASSWORD = "oc-pass-5ecret-42"

@@ -1,6 +1,6 @@
 """``GET /threads/{id}/events``: one thread's events as SSE, resumable, bounded, leak-free.
 
-Driven through the ASGI interface directly (``tests/web/support.py`` says why).
+Driven through the ASGI interface directly (``tests/web/app_driver.py`` says why).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
 from adapter.web import create_app
 from tests.adapter_support import Recorder
+from tests.web.app_driver import Frame, SseClient, T, open_stream, serves_the_stream, subscribers
 from tests.web.conftest import OpenEvents, RunTurn
-from tests.web.support import Frame, SseClient, T, open_stream, serves_the_stream, subscribers
 
 #: Every test streams thread ``T``, created through the app first.
 pytestmark = pytest.mark.usefixtures("thread")

@@ -23,8 +23,8 @@ from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
 from adapter.web import create_app
 from tests.adapter_support import refuse
+from tests.web.app_driver import SseClient
 from tests.web.browser_support import blocked, chromium, serving
-from tests.web.support import SseClient
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
 # A function, not an expression: Playwright evaluates an expression with eval(),

@@ -18,8 +18,8 @@ import pytest
 import adapter.web._sse as web_sse
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import Text
+from tests.web.app_driver import T, serves_the_stream, subscribers
 from tests.web.conftest import OpenEvents, RunTurn
-from tests.web.support import T, serves_the_stream, subscribers
 
 #: Deltas of the burst: each one a frame for every client.
 BURST = 300

@@ -26,8 +26,8 @@ from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
 from adapter.web import create_app
 from adapter.web._store import SqliteThreadStore, ThreadStore
 from tests.adapter_support import Recorder
+from tests.web.app_driver import SseClient
 from tests.web.browser_support import blocked, chromium, serving
-from tests.web.support import SseClient
 
 W = "w"
 

@@ -6,7 +6,7 @@ records every update, every message in arrival order (to check that no update of
 a turn follows its answer), the raw bytes the agent wrote, and holds each
 permission request until the test answers it.
 
-``python -m tests.acp.support acp ...`` runs the real ``opencode-tree`` command line
+``python -m tests.acp.client_side acp ...`` runs the real ``opencode-tree`` command line
 on an in-process fake OpenCode server (``amain``'s ``transport`` seam), so a test can
 start the ACP agent as the subprocess an editor starts.
 """
