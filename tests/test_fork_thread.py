@@ -9,12 +9,14 @@ measures it): a new root session, the messages before ``messageID`` copied.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
 
 from adapter import InvalidInputError, OpenCodeAdapter, RequestError, UnknownThreadError
-from adapter.testing import FakeOpenCodeServer
+from adapter.testing import FakeOpenCodeServer, caught_up
 from adapter.testing.fake import Hang, Text
 from tests.adapter_support import Recorder
 
@@ -30,11 +32,16 @@ def forks(fake: FakeOpenCodeServer) -> int:
     return sum(1 for r in fake.requests if r.method == "POST" and r.path.endswith("/fork"))
 
 
+def of_turn(turn_id: str) -> Callable[[Any], bool]:
+    """Matches the events of the turn ``turn_id``."""
+    return lambda event: bool(event.turn_id == turn_id)
+
+
 async def finished_turns(oc: OpenCodeAdapter, rec: Recorder, *texts: str) -> None:
     """``texts`` sent as turns of ``T``, one after the other, each completed."""
     for text in texts:
         turn = await oc.send_turn(T, text)
-        await rec.wait_for("turn.completed", lambda e, t=turn.turn_id: e.turn_id == t)
+        await rec.wait_for("turn.completed", of_turn(turn.turn_id))
 
 
 async def test_a_fork_is_a_new_thread_with_the_history_and_the_source_is_untouched(
@@ -185,6 +192,7 @@ async def test_a_fork_while_a_turn_runs_copies_what_is_stored_and_the_turn_goes_
     assert oc.session_info(T).active_turn_id == running.turn_id
     assert oc.session_info(F).status == "ready"
     result = await oc.interrupt_turn(T)
+    assert result.stop is not None
     assert [s.session_id for s in result.stop.sessions] == [oc.session_info(T).session_id]
 
 
@@ -205,7 +213,7 @@ async def test_stopping_the_source_never_touches_the_fork(
     assert fake.sessions[info.session_id].busy
     assert oc.session_info(F).active_turn_id == running.turn_id
     await rec.wait_for("session.exited", lambda e: e.thread_id == T)
-    await rec.settle()
+    await caught_up(fake, oc)
     assert [e.thread_id for e in rec.of("session.exited")] == [T]
     tree = await oc.session_tree(F)
     assert [node.session_id for node in tree.sessions] == [info.session_id]
