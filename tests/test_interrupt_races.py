@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from adapter import OpenCodeAdapter, RequestError, Timeouts, TreeStopError
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text
 from tests.adapter_support import Record, Recorder, emit_session_error, start_scripted_turn
 
@@ -67,7 +68,7 @@ async def test_the_acknowledgement_ends_the_root_step_before_its_abort_returns(
     assert f"/session/{root}/children" in [r.path for r in fake.requests], "the walk ran"
     assert not fake.sessions[child].busy
     assert fake.in_flight == 0, "the held abort was cancelled, not abandoned"
-    await rec.settle()
+    await caught_up(fake, oc)
     assert len(rec.of("turn.aborted", T)) == 1
     assert rec.of("runtime.error", T) == []
     hold.release()
@@ -89,7 +90,7 @@ async def test_a_turnless_stops_acknowledgement_ends_its_root_step_before_the_ab
     assert result.turn_id is None and result.stop is not None and result.stop.ok
     assert child in result.stop.session_ids and not fake.sessions[child].busy
     assert fake.in_flight == 0, "the held abort and its second aborts were cancelled"
-    await rec.settle()
+    await caught_up(fake, oc)
     assert rec.of("turn.aborted", T) == [] and rec.of("runtime.error", T) == []
     assert oc.list_sessions()[0].status == "ready"
     hold.release()
@@ -114,7 +115,7 @@ async def test_stop_and_send_during_the_cleanup_of_a_turn_that_failed_wait_for_i
     fake.script("next", [Text("after the cleanup")])
     second = asyncio.create_task(oc.interrupt_turn(T))
     send = asyncio.create_task(oc.send_turn(T, "next [[script:next]]"))
-    await rec.settle(50)
+    await caught_up(fake, oc)
     assert not first.done() and not second.done() and not send.done()
     assert sum(1 for r in fake.requests if r.path.endswith("/prompt_async")) == 1
     assert aborts(fake, api_child) == 1
@@ -145,7 +146,9 @@ async def test_a_failed_turnless_stop_is_cleared_before_the_next_turn(
         await oc.interrupt_turn(T)
     assert caught.value.first_failure is not None
     assert caught.value.first_failure.session_id == child
-    assert oc._registry.threads[T].stop is None
+    # Nothing of the failed stop is left pending: a rollback, refused while a stop is
+    # under way, goes through (the thread has no turn: it reverts nothing).
+    await oc.rollback_thread(T, 1)
     assert oc.list_sessions()[0].status == "ready"
     refusal.remove()
     fake.script("ok", [Text("fresh turn")])
