@@ -82,9 +82,9 @@ async def test_interrupt_stops_the_whole_tree_and_nothing_else(
     result = await oc.interrupt_turn(T, turn_id)
     assert result.turn_id == turn_id
     assert result.stop is not None and result.stop.ok
-    tree = set(result.stop.session_ids)
-    assert api_child in tree and root in tree and len(tree) == 4
-    assert all(not fake.sessions[s].busy for s in tree)
+    stopped = set(result.stop.session_ids)
+    assert api_child in stopped and root in stopped and len(stopped) == 4
+    assert all(not fake.sessions[s].busy for s in stopped)
     assert fake.sessions[unrelated].busy and fake.sessions[unrelated_kid].busy
     touched = {r.session_id for r in fake.requests}
     assert unrelated not in touched and unrelated_kid not in touched
@@ -130,7 +130,7 @@ async def test_concurrent_interrupts_share_one_abort(
     hold = fake.hold("POST", f"/session/{root}/abort")
     calls = [asyncio.create_task(oc.interrupt_turn(T, turn_id)) for _ in range(50)]
     await hold.wait_started()
-    await asyncio.sleep(0.02)
+    await caught_up(fake, oc)  # every interrupt has joined the held stop
     hold.release()
     results = await asyncio.gather(*calls)
     assert all(r is results[0] for r in results)
@@ -159,7 +159,7 @@ async def test_idle_during_a_pending_abort_does_not_complete_the_turn(
     hold, stop = await held_abort(fake, root, oc.interrupt_turn(T))
     fake.emit("session.status", {"sessionID": root, "status": {"type": "idle"}})
     fake.emit("session.idle", {"sessionID": root})
-    await asyncio.sleep(0.1)
+    await caught_up(fake, oc)
     assert rec.of("turn.completed", T) == []
     assert oc.list_sessions()[0].status == "stopping"
     hold.release()
@@ -243,7 +243,13 @@ async def test_a_turn_held_by_a_failed_child_abort_ends_aborted_once_the_tree_is
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
         rec = record(oc)
         turn_id, a = await a_turn_held_by_a_failed_child_abort(oc, fake, rec)
-        await asyncio.sleep(0.3)  # several watchdog ticks while the child is busy
+        # Several watchdog looks (each reads the status) while the child is busy.
+        looks = len(fake.calls("GET", "/session/status")) + 3
+        await fake.wait_until(
+            lambda: len(fake.calls("GET", "/session/status")) >= looks,
+            description="three more watchdog looks at the held turn's tree",
+        )
+        await caught_up(fake, oc)
         assert not rec.of("turn.aborted", T) and not rec.of("turn.completed", T)
         assert oc.list_sessions()[0].active_turn_id == turn_id
         fake.set_busy(a, False)
@@ -314,7 +320,7 @@ async def test_send_waits_for_a_pending_stop_then_starts_a_new_turn(
     prompts_before = sum(1 for r in fake.requests if r.path.endswith("/prompt_async"))
     fake.script("ok", [Text("next")])
     send = asyncio.create_task(oc.send_turn(T, "next [[script:ok]]"))
-    await asyncio.sleep(0.05)
+    await caught_up(fake, oc)
     assert not send.done()
     assert sum(1 for r in fake.requests if r.path.endswith("/prompt_async")) == prompts_before
     [info] = oc.list_sessions()
@@ -391,7 +397,7 @@ async def test_late_events_of_a_stopped_turn_are_suppressed(
     emit_session_error(fake, info.session_id, "MessageAbortedError", "Aborted")
     fake.script("next", [Hang()])
     await oc.send_turn(T, "next [[script:next]]")
-    await asyncio.sleep(0.1)
+    await caught_up(fake, oc)
     assert len(rec.of("content.delta", T)) == count
     assert rec.of("turn.completed", T) == []
     assert len(rec.of("turn.aborted", T)) == 1
@@ -419,7 +425,7 @@ async def test_stop_session_during_a_pending_stop(
     root, _ = tree
     _, hold, stop = await stop_held_at_a_busy_child(oc, fake, root)
     send = asyncio.create_task(oc.send_turn(T, "waiting"))
-    await asyncio.sleep(0.01)
+    await caught_up(fake, oc)  # the send waits for the pending stop
     closing = asyncio.create_task(oc.stop_session(T))
     with pytest.raises(TurnCancelledError):
         await send
