@@ -18,42 +18,33 @@ server; the fake runs it in the session itself.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 import httpx
 
 from .http import Router
 from .inventory_routes import FakeInventory
 from .runner import ScriptRunner
-from .session_data import FakeSession, Settings
+from .session_data import FakeSession
 from .state import FakeState
-from .wire import JSON, expected_prefix, invalid, js, json_response, session_not_found
+from .wire import JSON, expected_prefix, invalid, js, json_response
 
 
+@dataclass(eq=False)
 class CommandRoutes:
-    """The handler of ``POST /session/{id}/command``."""
+    """The handler of ``POST /session/{id}/command`` (added to the router's table on
+    creation)."""
 
-    def __init__(
-        self,
-        router: Router,
-        state: FakeState,
-        runner: ScriptRunner,
-        settings: Settings,
-        inventory: FakeInventory,
-    ) -> None:
-        self._router = router
-        self._state = state
-        self._runner = runner
-        self._settings = settings
-        self._inventory = inventory
-        router.table.add("POST", "/session/{id}/command", self._command)
+    _router: Router
+    _state: FakeState
+    _runner: ScriptRunner
+    _inventory: FakeInventory
 
-    async def _command(self, request: httpx.Request, params: tuple[str, ...]) -> httpx.Response:
-        session_id = params[0]
-        if not session_id.startswith("ses"):
-            return self._router.unexpected_error()
-        session = self._state.sessions.get(session_id)
-        if session is None:
-            return session_not_found(session_id)
+    def __post_init__(self) -> None:
+        route = self._router.of_session(self._state.sessions, self._command)
+        self._router.table.add("POST", "/session/{id}/command", route)
+
+    async def _command(self, request: httpx.Request, session: FakeSession) -> httpx.Response:
         body = await self._router.body(request)
         rejected = _invalid_command(body)
         if rejected is not None:

@@ -15,18 +15,29 @@ import asyncio
 import base64
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeAlias
 from urllib.parse import parse_qs, unquote
 
 import httpx
 
 from .id_minting import IdMinter
-from .session_data import Settings
-from .wire import JSON, HttpError, invalid, js, json_response, resolve_directory
+from .session_data import FakeSession, Settings
+from .wire import (
+    JSON,
+    HttpError,
+    invalid,
+    js,
+    json_response,
+    resolve_directory,
+    session_not_found,
+)
 
 Handler: TypeAlias = Callable[[httpx.Request, tuple[str, ...]], Awaitable[httpx.Response]]
 """A route's handler: the request and the path's ``{name}`` segments, in order."""
+
+SessionHandler: TypeAlias = Callable[[httpx.Request, FakeSession], Awaitable[httpx.Response]]
+"""The handler of a route of one existing session (:meth:`Router.of_session`)."""
 
 
 class Transport(httpx.AsyncBaseTransport):
@@ -150,6 +161,22 @@ class Router:
         if not isinstance(body, dict):
             raise HttpError(invalid(f"Expected object, got {js(body)}"))
         return body
+
+    def of_session(self, sessions: Mapping[str, FakeSession], handler: SessionHandler) -> Handler:
+        """A route of one existing session of ``sessions``: ``{id}`` (the first
+        parameter) without its ``ses`` prefix is a 500 (measured), an unknown session
+        a 404."""
+
+        async def route(request: httpx.Request, params: tuple[str, ...]) -> httpx.Response:
+            session_id = params[0]
+            if not session_id.startswith("ses"):
+                return self.unexpected_error()
+            session = sessions.get(session_id)
+            if session is None:
+                return session_not_found(session_id)
+            return await handler(request, session)
+
+        return route
 
     def unexpected_error(self) -> httpx.Response:
         """The real server's 500 for what its handlers did not expect (malformed JSON,

@@ -138,7 +138,7 @@ class FakeOpenCodeServer(AsyncClosing):
         """What ``GET /agent``, ``/command``, ``/skill``, ``/mcp`` and the model's limits
         in ``GET /config/providers`` answer (the real server's defaults; change it per test)."""
         InventoryRoutes(self._router, self, self.inventory)
-        CommandRoutes(self._router, self._state, self._runner, self, self.inventory)
+        CommandRoutes(self._router, self._state, self._runner, self.inventory)
         self._transport = Transport(self._handle)
 
     # ------------------------------------------------------------------ settings & records

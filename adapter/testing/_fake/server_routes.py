@@ -8,6 +8,7 @@ registers them in the route table.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
@@ -34,17 +35,19 @@ def _check_request_id(request_id: str, prefix: str) -> None:
         raise HttpError(bad_id)
 
 
+@dataclass(eq=False)
 class ServerRoutes:
     """The handlers of ``/global/health``, ``/event``, ``/session/status``,
-    ``/permission...`` and ``/question...``."""
+    ``/permission...`` and ``/question...`` (added to the router's table on creation)."""
 
-    def __init__(self, router: Router, state: FakeState, bus: EventBus, settings: Settings) -> None:
-        self._router = router
-        self._state = state
-        self._bus = bus
-        self._emit = bus.emit
-        self._settings = settings
-        table = router.table
+    _router: Router
+    _state: FakeState
+    _bus: EventBus
+    _settings: Settings
+
+    def __post_init__(self) -> None:
+        self._emit = self._bus.emit
+        table = self._router.table
         table.add("GET", "/global/health", self._health)
         table.add("GET", "/event", self._event_stream)
         table.add("GET", "/session/status", self._list_status)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 import httpx
 
-from .http import Handler, Router
+from .http import Router
 from .id_minting import IdMinter
 from .model_input import convert_parts
 from .runner import ScriptRunner
@@ -33,7 +33,6 @@ from .wire import (
     not_found,
     now_ms,
     resolve_directory,
-    session_not_found,
 )
 
 _PART_TYPES = ("text", "file", "agent", "subtask")
@@ -41,8 +40,6 @@ _PART_UNION = (
     'Expected { readonly "type": "text", ... } | { readonly "type": "file", ... } | '
     '{ readonly "type": "agent", ... } | { readonly "type": "subtask", ... }'
 )
-
-SessionHandler = Callable[[httpx.Request, FakeSession], Awaitable[httpx.Response]]
 
 
 def _bare_bad_request() -> httpx.Response:
@@ -107,22 +104,19 @@ def _invalid_prompt(body: JSON) -> httpx.Response | None:
     return None
 
 
+@dataclass(eq=False)
 class SessionRoutes:
-    """The handlers of ``/session...`` and ``/experimental/control-plane/move-session``."""
+    """The handlers of ``/session...`` and ``/experimental/control-plane/move-session``
+    (added to the router's table on creation)."""
 
-    def __init__(
-        self,
-        router: Router,
-        state: FakeState,
-        runner: ScriptRunner,
-        ids: IdMinter,
-        settings: Settings,
-    ) -> None:
-        self._router = router
-        self._state = state
-        self._runner = runner
-        self._ids = ids
-        self._settings = settings
+    _router: Router
+    _state: FakeState
+    _runner: ScriptRunner
+    _ids: IdMinter
+    _settings: Settings
+
+    def __post_init__(self) -> None:
+        router, state = self._router, self._state
         self._emit = state.bus.emit
         self._body = router.body
         table = router.table
@@ -144,7 +138,7 @@ class SessionRoutes:
             ("POST", "/session/{id}/summarize", self._summarize),
             ("POST", "/session/{id}/fork", self._fork_session),
         ):
-            table.add(method, pattern, self._of_session(handler))
+            table.add(method, pattern, router.of_session(state.sessions, handler))
 
     async def _lenient_body(self, request: httpx.Request) -> JSON | None:
         """The body of a route that answers a bare ``400 {"_tag": "BadRequest"}`` to any
@@ -154,21 +148,6 @@ class SessionRoutes:
             return await self._body(request)
         except HttpError:
             return None
-
-    def _of_session(self, handler: SessionHandler) -> Handler:
-        """A route of one existing session: ``{id}`` without its ``ses`` prefix is a 500
-        (measured), an unknown session a 404."""
-
-        async def route(request: httpx.Request, params: tuple[str, ...]) -> httpx.Response:
-            session_id = params[0]
-            if not session_id.startswith("ses"):
-                return self._router.unexpected_error()
-            session = self._state.sessions.get(session_id)
-            if session is None:
-                return session_not_found(session_id)
-            return await handler(request, session)
-
-        return route
 
     async def _abort(self, request: httpx.Request, params: tuple[str, ...]) -> httpx.Response:
         """Measured: ``true`` even for an unknown session; a session deleted while busy
