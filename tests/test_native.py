@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import ProtocolError
+from adapter import Part, ProtocolError, ToolState
 from adapter._base._ids import checked_id
 from adapter._client._native import (
     MessageRemoved,
@@ -52,7 +52,6 @@ from adapter._client._native import (
     parse_native,
     session_of,
 )
-from adapter._client._responses import Part, ToolState
 from adapter._client._sse_payloads import decode_json as _decode_json
 from adapter._exceptions import NativeEventError
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from adapter import PartialResult, TurnUsage
+from adapter import Message, PartialResult, TurnUsage
 from adapter._client._native import parse_native
-from adapter._client._responses import Message
 from adapter._stop._partial_collector import PartialCollector
 from tests.partial_support import (
     CHILD,

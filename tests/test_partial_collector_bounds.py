@@ -12,8 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter import PartialResult
-from adapter._exceptions import InvalidInputError
+from adapter import InvalidInputError, PartialResult
 from adapter._stop._partial_collector import PartialCollector
 from tests.partial_support import (
     CHILD,

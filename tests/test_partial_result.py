@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from adapter import PartialResult, ToolCallResult
-from adapter._exceptions import InvalidInputError
+from adapter import InvalidInputError, PartialResult, ToolCallResult
 from adapter._stop._partial_collector import PartialCollector
 from tests.partial_support import (
     NESTED,

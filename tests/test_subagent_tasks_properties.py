@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapter import Event
 from adapter._client._native import NativeEvent, PartUpdated, parse_native
 from adapter._threads import _subagent_tasks
 from adapter._threads._subagent_tasks import UPDATE_INTERVAL, SubagentTasks
-from adapter._types._events import Event
 
 ROOT = "ses_" + "r" * 26
 KIDS = [f"ses_{i}" + "c" * 25 for i in range(4)]

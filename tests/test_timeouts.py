@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from adapter._exceptions import InvalidInputError
-from adapter._timeouts import Timeouts
+from adapter import InvalidInputError, Timeouts
 
 
 def test_defaults_keep_todays_keyword_defaults() -> None:

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from adapter import Message, OpenCodeClient
 from adapter._base._ids import mint_message_id
-from adapter._client import OpenCodeClient
-from adapter._client._responses import Message
 from adapter._threads._turn_boundaries import is_server_written, turn_starts
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker

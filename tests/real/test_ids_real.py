@@ -14,8 +14,8 @@ import time
 
 import pytest
 
+from adapter import OpenCodeClient
 from adapter._base._ids import mint_message_id
-from adapter._client import OpenCodeClient
 from adapter.testing import ScriptedModelServer
 from adapter.testing.model import Text, script_marker
 from tests.test_ids import MESSAGE_ID, stamp_of

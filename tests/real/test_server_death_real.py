@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from adapter import OpenCodeAdapter, Timeouts
-from adapter.testing._real_server import RealOpenCodeServer
+from adapter.testing import RealOpenCodeServer
 from adapter.testing.model import Hang, ScriptedModelServer, Text, script_marker
 from tests.adapter_support import Recorder
 

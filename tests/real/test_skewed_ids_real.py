@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import OpenCodeAdapter
+from adapter import Message, OpenCodeAdapter, OpenCodeClient
 from adapter._base import _ids
 from adapter._base._ids import _MonotonicIdClock, _now_ms, mint_message_id
-from adapter._client import OpenCodeClient
-from adapter._client._responses import Message
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, script_marker
 from tests.adapter_support import Recorder
