@@ -24,7 +24,7 @@ from adapter import (
     read_native_recording,
 )
 from adapter._client._native import parse_native
-from adapter.testing.fake import FakeOpenCodeServer, Task, Text, Tool
+from adapter.testing.fake import FakeOpenCodeServer, Step, Task, Text, Tool
 from tests.adapter_support import Recorder
 
 A = "thread-a"
@@ -110,10 +110,11 @@ async def test_the_recorder_is_off_by_default_and_costs_no_task(
 ) -> None:
     await oc.start_session(A)
     await run_turn(oc, rec, A, "hello")
+    assert not [t for t in asyncio.all_tasks() if "native-recorder" in t.get_name()]
+    # A test of the recorder's wiring (no public view): the pump calls the translator
+    # itself, no wrapper, no queue.
     assert oc._recording is None
-    # The pump calls the translator itself: no wrapper, no queue, no task.
     assert oc._pumps[None]._on_event == oc._translator.handle
-    assert not [t for t in oc._registry.tasks._tasks if "native-recorder" in t.get_name()]
 
 
 async def test_a_raising_recorder_never_stops_the_pump_and_is_reported_once(
@@ -181,14 +182,16 @@ async def test_a_recorder_that_never_returns_is_cancelled_at_aclose(
         finally:
             cancelled.set()
 
+    before = asyncio.all_tasks()
     async with asyncio.timeout(5):
         async with adapter_on(fake, native_recorder=hangs) as oc:
             rec = Recorder(oc)
             await oc.start_session(A)
             await run_turn(oc, rec, A, "hello")
+            assert [t for t in asyncio.all_tasks() if "native-recorder" in t.get_name()]
             await rec.close()
     assert cancelled.is_set()
-    assert len(oc._registry.tasks) == 0
+    assert not asyncio.all_tasks() - before  # the adapter left no task behind
 
 
 PASSWORD = "s3cret-pässword"
@@ -254,14 +257,19 @@ def comparable(events: list[Any], root: str) -> list[dict[str, Any]]:
         {k: v for k, v in e.to_dict().items() if k not in varying}
         for e in [*(e for e in mine if e.type != "turn.usage"), *usage]
     ]
-    return json.loads(json.dumps(shown).replace(root, "ROOT"))
+    result: list[dict[str, Any]] = json.loads(json.dumps(shown).replace(root, "ROOT"))
+    return result
 
 
 async def test_a_recording_replayed_into_the_fake_reproduces_the_canonical_events(
     tmp_path: Any,
 ) -> None:
     path = tmp_path / "bug.jsonl"
-    script = [Tool("bash", {"command": "ls"}, output="a\nb"), Task("look", "child"), Text("done")]
+    script: list[Step] = [
+        Tool("bash", {"command": "ls"}, output="a\nb"),
+        Task("look", "child"),
+        Text("done"),
+    ]
     async with FakeOpenCodeServer(seed=1) as fake:
         fake.script("child", [Text("child says hi", chunks=3)])
         fake.script("bug", script)

@@ -15,6 +15,7 @@ import pytest
 
 from adapter import InvalidInputError, OpenCodeAdapter, UnknownRequestError
 from adapter._requests._answers import wire_answers
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Question, Text
 from tests.adapter_support import Recorder, start_scripted_turn
 
@@ -111,7 +112,7 @@ async def test_rejecting_a_question_resolves_it_and_ends_the_run(
     assert resolved.request_id == asked.request_id and resolved.decision == "rejected"
     done = await rec.wait_for("turn.completed")
     assert done.turn_id == turn.turn_id
-    await rec.settle()
+    await caught_up(fake, oc)
     item = [e for e in rec.of("item.completed", T) if e.tool == "question"]
     assert [e.status for e in item] == ["error"]
     assert "never said" not in "".join(e.delta for e in rec.of("content.delta", T))

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task
 from tests.adapter_support import Recorder, busy_branch, held_abort, start_scripted_turn
 
@@ -210,7 +211,7 @@ async def test_output_of_a_step_begun_during_the_stop_is_late(
             "time": 2,
         },
     )
-    await rec.settle()
+    await caught_up(fake, oc)
     hold.release()
     result = await stop
     await rec.wait_for("turn.aborted")
@@ -295,14 +296,13 @@ async def test_interrupt_of_a_wide_known_tree_never_has_more_than_8_requests_in_
             for _ in range(20):
                 child = fake.add_session(parent_id=root, busy=True, emit=True)
                 tree += [child, fake.add_session(parent_id=child, busy=True, emit=True)]
-            thread = oc._registry.threads[T]
-            async with asyncio.timeout(5):
-                while len(thread.parents) < len(tree):
-                    await rec.settle()
+            await caught_up(fake, oc)
+            known = await oc.session_tree(T)
+            assert sorted(n.session_id for n in known.sessions) == sorted(tree)
             stop = asyncio.create_task(oc.interrupt_turn(T))
             async with asyncio.timeout(5):
                 await counter.reached.wait()
-            await rec.settle(50)
+            await caught_up(fake, oc)
             assert counter.in_flight == 8, "a free permit is taken, no ninth request goes out"
             # the root's abort, and behind it while it is held the first seven known
             # sessions' (seeds go out by depth, in the order the events showed them)

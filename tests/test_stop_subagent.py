@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from adapter import InvalidInputError, OpenCodeAdapter, StopReport, TreeStopError
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Tasks, Text
 from tests.adapter_support import Recorder
 
@@ -55,7 +56,11 @@ async def running(
 
 
 def aborted(fake: FakeOpenCodeServer) -> list[str]:
-    return [r.session_id for r in fake.requests if r.method == "POST" and r.path.endswith("/abort")]
+    return [
+        r.session_id
+        for r in fake.requests
+        if r.method == "POST" and r.path.endswith("/abort") and r.session_id is not None
+    ]
 
 
 @pytest.mark.parametrize("depth", [1, 2])
@@ -117,7 +122,7 @@ async def test_a_turn_stop_under_way_is_joined_and_its_report_returned(
     press = asyncio.create_task(oc.interrupt_turn(T))
     await hold.wait_started()
     joined = asyncio.create_task(oc.stop_subagent(T, tasks["alpha"]))
-    await rec.settle()
+    await caught_up(fake, oc)
     assert not joined.done()
     hold.release()
     result = await press
