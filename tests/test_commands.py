@@ -133,7 +133,10 @@ async def test_a_stop_during_a_command_stops_its_whole_tree_and_its_request_retu
     assert [c.tool for c in result.partial.completed_calls] == ["bash"]
     assert not fake.sessions[root].busy and not fake.sessions[child].busy
     # The blocking request came back with the aborted answer.
-    await _until(lambda: [r.status for r in fake.calls("POST", COMMAND)] == [200])
+    await fake.wait_until(
+        lambda: [r.status for r in fake.calls("POST", COMMAND)] == [200],
+        description="the command request answered 200",
+    )
     assert oc.session_info(T).status == "ready"
 
 
@@ -149,7 +152,9 @@ async def test_a_stop_before_the_server_has_the_command_waits_for_it_then_aborts
     await hold.wait_started()
     turn_id = oc.session_info(T).active_turn_id
     stopping = asyncio.create_task(oc.interrupt_turn(T))
-    await _until(lambda: oc.session_info(T).status == "stopping")
+    await fake.wait_until(
+        lambda: oc.session_info(T).status == "stopping", description="the thread is stopping"
+    )
     assert not [r for r in fake.requests if r.path.endswith("/abort")]
     hold.release()
     result = await stopping
@@ -189,9 +194,3 @@ async def test_a_prompt_sent_during_a_command_turn_steers_it(
     completed = await rec.wait_for("turn.completed")
     assert steer.turn_id == turn.turn_id == completed.turn_id
     assert len(rec.of("turn.started")) == 1
-
-
-async def _until(predicate: Any, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)

@@ -7,6 +7,7 @@ adapter, and reads the fake server's records (no abort, no reply) and the events
 from __future__ import annotations
 
 import asyncio
+from types import CoroutineType
 from typing import Any
 
 import pytest
@@ -40,13 +41,15 @@ async def running_tree(fake: FakeOpenCodeServer, oc: OpenCodeAdapter) -> tuple[s
     await oc.send_turn(T, "go [[script:root]]")
     await fake.wait_until(lambda: len(fake.tree(root)) == 2 and bool(fake.pending_permissions()))
     child = fake.tree(root)[1]
-    await asyncio.wait_for(_pending(oc), 5)
+    await pending_request(fake, oc)
     return root, child
 
 
-async def _pending(oc: OpenCodeAdapter) -> None:
-    while not oc.pending_requests(T):
-        await asyncio.sleep(0.01)
+async def pending_request(fake: FakeOpenCodeServer, oc: OpenCodeAdapter) -> None:
+    """Until ``oc`` knows of an open request of ``T``."""
+    await fake.wait_until(
+        lambda: bool(oc.pending_requests(T)), description="the adapter knows the open request"
+    )
 
 
 def assert_left_alone(fake: FakeOpenCodeServer, root: str, child: str) -> None:
@@ -85,13 +88,12 @@ async def test_detaching_leaves_the_tree_and_its_request_on_the_server_and_ends_
 def adapter_tasks(tasks: set[asyncio.Task[Any]]) -> list[asyncio.Task[Any]]:
     """The pending tasks not the fake server's (its runs go on: it was detached from)."""
     current = asyncio.current_task()
-    return [
-        t
-        for t in tasks
-        if not t.done()
-        and t is not current
-        and "testing/_fake/" not in t.get_coro().cr_code.co_filename
-    ]
+    return [t for t in tasks if not t.done() and t is not current and not _of_the_fake(t)]
+
+
+def _of_the_fake(task: asyncio.Task[Any]) -> bool:
+    coro = task.get_coro()
+    return isinstance(coro, CoroutineType) and "testing/_fake/" in coro.cr_code.co_filename
 
 
 async def test_a_second_adapter_resumes_a_detached_thread_whose_tree_still_runs(
@@ -109,7 +111,7 @@ async def test_a_second_adapter_resumes_a_detached_thread_whose_tree_still_runs(
     assert info.session_id == root
     assert fake.sessions[root].busy and fake.sessions[child].busy
     # The request left open is still there to answer.
-    await asyncio.wait_for(_pending(second), 5)
+    await pending_request(fake, second)
     [request] = second.pending_requests(T)
     await second.respond_to_request(T, request.request_id, "accept")
     await fake.wait_until(lambda: not fake.sessions[root].busy)
