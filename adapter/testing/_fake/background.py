@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from .session_data import FakeSession, Prompt, Result, Settings
@@ -80,22 +81,15 @@ def finished_text(child_id: str, description: str, result: Result) -> str:
     )
 
 
+@dataclass(eq=False)
 class BackgroundTasks:
     """Watches each background child and tells its parent how it ended."""
 
-    def __init__(
-        self,
-        state: FakeState,
-        settings: Settings,
-        enqueue: Callable[..., Prompt],
-        spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
-        abort: Callable[[FakeSession], Awaitable[None]],
-    ) -> None:
-        self._state = state
-        self._settings = settings
-        self._enqueue = enqueue
-        self._spawn = spawn
-        self._abort = abort
+    _state: FakeState
+    _settings: Settings
+    _enqueue: Callable[..., Prompt]
+    _spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]
+    _abort: Callable[[FakeSession], Awaitable[None]]
 
     @property
     def enabled(self) -> bool:

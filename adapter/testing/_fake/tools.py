@@ -16,6 +16,7 @@ import fnmatch
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from .background import FLAG_OFF_ERROR, BackgroundTasks, started_output, subagent_failure
@@ -95,23 +96,18 @@ class Enqueue(Protocol):
     ) -> Prompt: ...
 
 
+@dataclass(eq=False)
 class ToolSteps:
     """Plays :class:`Tool`, :class:`Task`, :class:`Permission` and :class:`Question` steps."""
 
-    def __init__(
-        self,
-        state: FakeState,
-        writer: MessageWriter,
-        ids: IdMinter,
-        enqueue: Enqueue,
-        background: BackgroundTasks,
-    ) -> None:
-        self._state = state
-        self._writer = writer
-        self._ids = ids
-        self._enqueue = enqueue
-        self._background = background
-        self._emit = state.bus.emit
+    _state: FakeState
+    _writer: MessageWriter
+    _ids: IdMinter
+    _enqueue: Enqueue
+    _background: BackgroundTasks
+
+    def __post_init__(self) -> None:
+        self._emit = self._state.bus.emit
 
     async def play(self, run: Run, step: Tool | Task | Tasks | Permission | Question) -> bool:
         """Play a tool step; whether the run goes on (a rejected request stops it)."""

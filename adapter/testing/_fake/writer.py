@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .id_minting import IdMinter
@@ -39,14 +40,16 @@ def _chunks(text: str, n: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+@dataclass(eq=False)
 class MessageWriter:
     """Stores and announces the messages and parts of runs."""
 
-    def __init__(self, state: FakeState, ids: IdMinter, settings: Settings) -> None:
-        self._state = state
-        self._ids = ids
-        self._settings = settings
-        self._emit = state.bus.emit
+    _state: FakeState
+    _ids: IdMinter
+    _settings: Settings
+
+    def __post_init__(self) -> None:
+        self._emit = self._state.bus.emit
         self._calls = 0
 
     def store_user_message(self, run: Run, part: JSON) -> str:
