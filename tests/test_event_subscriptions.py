@@ -8,23 +8,29 @@ import asyncio
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from adapter import (
+    ContentDelta,
     Event,
     EventStream,
     InvalidInputError,
     OpenCodeAdapter,
+    SessionExited,
+    SessionStarted,
     StreamGap,
     Timeouts,
     TreeStopError,
+    TurnStarted,
     TurnStopFailed,
     TurnStopped,
     TurnStopping,
 )
+from adapter._stream._hub import EventHub
 from adapter._stream._replay_window import EventHistory
-from adapter._types._events import ContentDelta, TurnStarted
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Step, Task, Text, Tool
 from tests.adapter_support import Recorder, start_scripted_turn
 
@@ -36,16 +42,15 @@ def timeouts() -> Timeouts:
     return Timeouts(abort=2.0, tree=2.0)
 
 
-def drain(stream: EventStream) -> list[Event]:
-    """What is queued now (without waiting), the end marker left in place."""
+async def drain(stream: EventStream) -> list[Event]:
+    """What is queued now (``backlog``), read without waiting for more; a stream whose
+    end is queued ends."""
     out: list[Event] = []
-    queue = stream._queue
-    while not queue.empty():
-        item = queue.get_nowait()
-        if item is None:
-            queue.put_nowait(None)
+    for _ in range(stream.backlog):
+        try:
+            out.append(await anext(stream))
+        except StopAsyncIteration:
             break
-        out.append(item)
     return out
 
 
@@ -78,9 +83,11 @@ async def test_a_thread_subscription_sees_only_that_thread(
     only_a = oc.events(A)
     everything = oc.events()
     await a_turn_on_each_thread(oc, rec, "s")
-    mine = drain(only_a)
+    mine = await drain(only_a)
     assert {e.thread_id for e in mine} == {A}
-    assert [e.event_id for e in mine] == [e.event_id for e in drain(everything) if e.thread_id == A]
+    assert [e.event_id for e in mine] == [
+        e.event_id for e in await drain(everything) if e.thread_id == A
+    ]
     assert "turn.completed" in [e.type for e in mine]
 
 
@@ -91,15 +98,15 @@ async def test_after_replays_exactly_what_followed_then_goes_live(
     await oc.start_session(A)
     first = oc.events(A)
     await one_turn(oc, rec, A, "s")
-    seen = drain(first)
+    seen = await drain(first)
     cut = next(i for i, e in enumerate(seen) if e.type == "turn.started")
     resumed = oc.events(A, after=seen[cut].event_id)
-    assert [e.event_id for e in drain(resumed)] == [e.event_id for e in seen[cut + 1 :]]
+    assert [e.event_id for e in await drain(resumed)] == [e.event_id for e in seen[cut + 1 :]]
     # ...and then the live events, none doubled.
     await one_turn(oc, rec, A, "s")
-    live = drain(resumed)
+    live = await drain(resumed)
     assert live and live[0].type == "turn.started"
-    assert [e.event_id for e in live] == [e.event_id for e in drain(first)]
+    assert [e.event_id for e in live] == [e.event_id for e in await drain(first)]
 
 
 async def test_after_over_every_thread_keeps_emission_order(
@@ -108,8 +115,8 @@ async def test_after_over_every_thread_keeps_emission_order(
     fake.script("s", [Text("x")])
     everything = oc.events()
     await a_turn_on_each_thread(oc, rec, "s")
-    seen = drain(everything)
-    assert [e.event_id for e in drain(oc.events(after=seen[0].event_id))] == [
+    seen = await drain(everything)
+    assert [e.event_id for e in await drain(oc.events(after=seen[0].event_id))] == [
         e.event_id for e in seen[1:]
     ]
 
@@ -119,7 +126,7 @@ async def test_an_after_no_longer_retained_starts_with_an_expired_gap(
 ) -> None:
     await thread_a_after_one_turn(oc, fake, rec, [Text("x")])
     stream = oc.events(A, after="ev_99999999")
-    got = drain(stream)
+    got = await drain(stream)
     assert isinstance(got[0], StreamGap)
     assert got[0].reason == "expired" and got[0].last_event_id is None
     assert got[0].thread_id == A
@@ -127,8 +134,8 @@ async def test_an_after_no_longer_retained_starts_with_an_expired_gap(
     assert "turn.completed" in [e.type for e in got[1:]]
     # Another thread's event id does not resume this thread.
     await oc.start_session(B)
-    b_event = oc._registry.hub.history.retained(B)[0]
-    assert isinstance(drain(oc.events(A, after=b_event.event_id))[0], StreamGap)
+    b_event = (await drain(oc.events(B, replay=True)))[0]  # B's oldest retained event
+    assert isinstance((await drain(oc.events(A, after=b_event.event_id)))[0], StreamGap)
 
 
 async def test_the_window_is_the_current_and_previous_turn(
@@ -138,12 +145,12 @@ async def test_the_window_is_the_current_and_previous_turn(
     await oc.start_session(A)
     for _ in range(3):
         await one_turn(oc, rec, A, "s")
-    retained = oc._registry.hub.history.retained(A)
+    retained = await drain(oc.events(A, replay=True))
     starts = [e for e in retained if e.type == "turn.started"]
     turns = rec.of("turn.started", A)
     assert [e.turn_id for e in starts] == [turns[1].turn_id, turns[2].turn_id]
     assert retained[0] is starts[0]
-    assert isinstance(drain(oc.events(A, after=turns[0].event_id))[0], StreamGap)
+    assert isinstance((await drain(oc.events(A, after=turns[0].event_id)))[0], StreamGap)
 
 
 def test_the_history_is_bounded_per_thread_and_for_closed_threads() -> None:
@@ -158,8 +165,6 @@ def test_the_history_is_bounded_per_thread_and_for_closed_threads() -> None:
     assert [e.delta for e in kept if isinstance(e, ContentDelta)] == [str(i) for i in range(15, 25)]
     assert len(history) == 10
     assert history.after("t", kept[0].event_id) == kept[1:]
-    from adapter._types._events import SessionExited, SessionStarted
-
     for name in ("c1", "c2", "c3"):
         history.record(SessionStarted(thread_id=name, session_id="s"))
         history.record(SessionExited(thread_id=name, session_id="s"))
@@ -183,15 +188,16 @@ async def test_a_consumer_that_falls_behind_gets_a_gap_and_its_stream_ends(
     assert len(got) == 4 and isinstance(got[3], StreamGap)
     gap = got[3]
     assert gap.reason == "overflow" and gap.last_event_id == got[2].event_id
-    assert oc._registry.hub.subscribers == 2  # rec and steady; the slow one is gone
-    everything = drain(steady)
+    everything = await drain(steady)
     assert len(everything) > 3  # the steady consumer lost nothing
     # Catching up from the gap: exactly the rest.
-    rest = drain(oc.events(A, after=gap.last_event_id))
+    rest = await drain(oc.events(A, after=gap.last_event_id))
     assert [e.event_id for e in got[:3] + rest] == [e.event_id for e in everything]
 
 
-async def test_aclose_from_another_task_ends_a_waiting_consumer(oc: OpenCodeAdapter) -> None:
+async def test_aclose_from_another_task_ends_a_waiting_consumer(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer
+) -> None:
     """A web handler closes a client's stream when the client goes away, while the task
     that forwards it waits for the next event: that task must end, not wait forever."""
     await oc.start_session(A)
@@ -203,23 +209,41 @@ async def test_aclose_from_another_task_ends_a_waiting_consumer(oc: OpenCodeAdap
             got.append(event)
 
     forwarding = asyncio.create_task(forward())
-    await asyncio.sleep(0.01)  # the consumer waits on an empty stream
-    subscribed = oc._registry.hub.subscribers
+    await caught_up(fake, oc)  # the consumer waits on an empty stream
     await stream.aclose()
     async with asyncio.timeout(2):
         await forwarding
-    assert got == [] and oc._registry.hub.subscribers == subscribed - 1
+    assert got == []
     assert [e async for e in stream] == [], "a closed stream stays ended"
+
+
+async def test_the_hub_forgets_a_stream_that_fell_behind_or_was_closed() -> None:
+    """A test of internals (``adapter._stream._hub``): how many streams the hub feeds has
+    no public view. A stream that fell behind (its gap read) and one its consumer closed
+    are no longer fed (a web client that went away costs nothing)."""
+    hub = EventHub()
+    slow, steady, closed = hub.subscribe(A, max_queue=3), hub.subscribe(A), hub.subscribe(A)
+    for i in range(5):
+        hub.emit(
+            ContentDelta(
+                thread_id=A, stream="assistant_text", delta=str(i), item_id="i", session_id="s"
+            )
+        )
+    assert isinstance([e async for e in slow][-1], StreamGap)
+    assert hub.subscribers == 2  # steady and closed; the slow one is gone
+    await closed.aclose()
+    assert hub.subscribers == 1 and steady.backlog == 5
 
 
 async def test_a_replay_longer_than_the_queue_ends_with_a_gap(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     await thread_a_after_one_turn(oc, fake, rec, [Text("a b c d e f")])
-    first = oc._registry.hub.history.retained(A)[0]
+    first = (await drain(oc.events(A, replay=True)))[0]
     got = [e async for e in oc.events(A, after=first.event_id, max_queue=2)]
-    assert [type(e) for e in got][-1] is StreamGap and len(got) == 3
-    assert got[-1].last_event_id == got[1].event_id
+    gap = got[-1]
+    assert isinstance(gap, StreamGap) and len(got) == 3
+    assert gap.last_event_id == got[1].event_id
 
 
 async def test_replay_starts_with_everything_retained_kept_without_raw(
@@ -229,8 +253,8 @@ async def test_replay_starts_with_everything_retained_kept_without_raw(
     live = oc.events(A)
     await oc.start_session(A)
     await one_turn(oc, rec, A, "s")
-    sent = drain(live)
-    replayed = drain(oc.events(A, replay=True))
+    sent = await drain(live)
+    replayed = await drain(oc.events(A, replay=True))
     assert [e.event_id for e in replayed] == [e.event_id for e in sent]
     assert any(e.raw is not None for e in sent)  # the live events carry the native event
     assert all(e.raw is None for e in replayed)  # the retained copies do not
@@ -240,15 +264,16 @@ async def test_replay_starts_with_everything_retained_kept_without_raw(
 async def test_subscription_arguments_are_checked(oc: OpenCodeAdapter) -> None:
     with pytest.raises(InvalidInputError):
         oc.events(A, after="ev_00000001", replay=True)
-    for kwargs in (
+    wrong: list[dict[str, Any]] = [  # values of the wrong type on purpose
         {"max_queue": 0},
         {"max_queue": True},
         {"after": ""},
         {"thread_id": ""},
         {"replay": 1},
-    ):
+    ]
+    for kwargs in wrong:
         with pytest.raises(InvalidInputError):
-            oc.events(**kwargs)  # type: ignore[arg-type]
+            oc.events(**kwargs)
 
 
 async def test_a_stop_is_announced_before_it_ends(
@@ -267,7 +292,7 @@ async def test_a_stop_is_announced_before_it_ends(
     watcher = oc.events(A)
     stops = await asyncio.gather(*(oc.interrupt_turn(A) for _ in range(5)))
     assert all(s is stops[0] for s in stops)
-    types = [e.type for e in drain(watcher)]
+    types = [e.type for e in await drain(watcher)]
     assert types.count("turn.stopping") == 1
     assert types.index("turn.stopping") < types.index("turn.aborted")
     assert types.count("turn.stopped") == 1
@@ -286,7 +311,7 @@ async def test_a_stop_without_a_turn_is_announced_and_ends_too(
     info = await oc.start_session(A)
     watcher = oc.events(A)
     result = await oc.interrupt_turn(A)
-    got = drain(watcher)
+    got = await drain(watcher)
     assert [e.type for e in got] == ["turn.stopping", "turn.stopped"]
     assert all(e.turn_id is None for e in got)
     stopped = got[1]
