@@ -289,16 +289,7 @@ class OpenCodeClient(AsyncClosing):
         bad: list[str] = []
 
         def parse(data: object) -> list[Session]:
-            if not isinstance(data, list):
-                raise ValueError("children is not a list")
-            sessions: list[Session] = []
-            for item in data:
-                try:
-                    sessions.append(Session.parse(item))
-                except (ValueError, KeyError, TypeError) as exc:
-                    bad.append(str(exc))
-            sessions.sort(key=lambda s: s.created)
-            return sessions
+            return sorted(_sessions(data, "children", bad), key=lambda s: s.created)
 
         sessions = await self._send(
             self._session_call(
@@ -321,15 +312,7 @@ class OpenCodeClient(AsyncClosing):
         is left out (a listing for people to pick from, not a tree to stop)."""
 
         def parse(data: object) -> list[Session]:
-            if not isinstance(data, list):
-                raise ValueError("the session list is not a list")
-            sessions: list[Session] = []
-            for item in data:
-                try:
-                    sessions.append(Session.parse(item))
-                except (ValueError, KeyError, TypeError):
-                    continue
-            return [s for s in sessions if s.parent_id is None]
+            return [s for s in _sessions(data, "the session list") if s.parent_id is None]
 
         params = {"roots": "true"} | ({"directory": directory} if directory else {})
         call = Call("list_sessions", "GET", "/session", parse, params=params, idempotent=True)
@@ -630,6 +613,21 @@ def _checked_input(check: Callable[[str, str], str], kind: str, value: str) -> s
         return check(kind, value)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from None
+
+
+def _sessions(data: object, what: str, bad: list[str] | None = None) -> list[Session]:
+    """The sessions of a listing, in its order; an entry that does not parse is left out
+    (its reason added to ``bad`` when given); a top level that is not a list fails."""
+    if not isinstance(data, list):
+        raise ValueError(f"{what} is not a list")
+    sessions: list[Session] = []
+    for item in data:
+        try:
+            sessions.append(Session.parse(item))
+        except (ValueError, KeyError, TypeError) as exc:
+            if bad is not None:
+                bad.append(str(exc))
+    return sessions
 
 
 def _parse_bool(data: object) -> bool:
