@@ -16,6 +16,7 @@ answer is late or never comes:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,6 +25,7 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, Timeouts
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.adapter_support import Record, Recorder
 from tests.test_turn_lifecycle import (
@@ -38,16 +40,22 @@ T = "thread-1"
 IDLE_CONFIRM = 1.0
 
 
+TIGHT = Timeouts(
+    connect=2.0,
+    echo=0.5,
+    idle_confirm=IDLE_CONFIRM,
+    idle_confirm_backoff_max=0.1,
+    watchdog=0.05,  # the watchdog's tick, shortened
+)
+
+
 @pytest.fixture
-async def tight(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    """Small watchdog bounds: a settling turn is looked at again after ``echo``."""
-    timeouts = Timeouts(
-        connect=2.0,
-        echo=0.5,
-        idle_confirm=IDLE_CONFIRM,
-        idle_confirm_backoff_max=0.1,
-        watchdog=0.05,  # the watchdog's tick, shortened
-    )
+async def tight(
+    fake: FakeOpenCodeServer, request: pytest.FixtureRequest
+) -> AsyncIterator[OpenCodeAdapter]:
+    """Small watchdog bounds: a settling turn is looked at again after ``echo``. A test
+    changes them with ``@pytest.mark.parametrize("tight", [{...}], indirect=True)``."""
+    timeouts = dataclasses.replace(TIGHT, **getattr(request, "param", {}))
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport, timeouts=timeouts) as oc:
         yield oc
 
@@ -81,6 +89,9 @@ class StalePoll:
         self._answer.set()
 
 
+#: The watchdog also looks at a quiet running turn (it asks ``/session/status``), so
+#: that the test can wait for its looks instead of for a time.
+@pytest.mark.parametrize("tight", [{"quiet_check": 0.1}], indirect=True)
 @pytest.mark.parametrize("first_ends_by", ["watchdog", "stop"])
 async def test_a_stale_status_answer_after_the_next_turn_started_ends_neither_turn(
     tight: OpenCodeAdapter, fake: FakeOpenCodeServer, first_ends_by: str, record: Record
@@ -114,8 +125,14 @@ async def test_a_stale_status_answer_after_the_next_turn_started_ends_neither_tu
     stale.answer_idle()
     async with asyncio.timeout(5):
         await stale.done.wait()
-    await rec.settle(50)
-    await asyncio.sleep(0.2)  # several watchdog ticks
+    await caught_up(fake, tight)
+    # The watchdog looks at turn 2 again, twice (the server says busy).
+    polls = len(fake.calls("GET", "/session/status"))
+    await fake.wait_until(
+        lambda: len(fake.calls("GET", "/session/status")) >= polls + 2,
+        description="two more watchdog looks at the running turn 2 (GET /session/status)",
+    )
+    await caught_up(fake, tight)
     assert endings(rec, second.turn_id) == [], "a stale answer ended the next turn"
     assert len(endings(rec, first.turn_id)) == 1, "a stale answer ended turn 1 again"
     assert status(tight) == "running"
@@ -125,7 +142,7 @@ async def test_a_stale_status_answer_after_the_next_turn_started_ends_neither_tu
     ended = await rec.wait_for("turn.completed", lambda e: e.turn_id == second.turn_id)
     assert ended.state == "completed"
     assert text_of(rec, turn_id=second.turn_id) == "two"
-    await rec.settle()
+    await caught_up(fake, tight)
     assert_every_turn_ended_once_after_its_output(rec)
 
 
@@ -178,7 +195,7 @@ async def test_a_turn_stays_running_while_status_fails_then_ends_after_idle_conf
         assert done.state == "failed"
         [error] = rec.of("runtime.error", T)
         assert error.error_name == "StatusUnavailable"
-    await assert_ready_with_every_turn_ended_once(tight, rec)
+    await assert_ready_with_every_turn_ended_once(fake, tight, rec)
 
 
 async def test_a_turn_completes_once_status_answers_again_within_idle_confirm(
@@ -202,5 +219,5 @@ async def test_a_turn_completes_once_status_answers_again_within_idle_confirm(
         assert text_of(rec) == "done"
         assert status(oc) == "ready"
         assert not warnings_of(rec)
-        await rec.settle()
+        await caught_up(fake, oc)
         assert_every_turn_ended_once_after_its_output(rec)

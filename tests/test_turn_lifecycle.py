@@ -29,6 +29,7 @@ from adapter.testing.fake import (
     Text,
     Tool,
 )
+from adapter.testing.pytest_plugin import AdapterFactory
 from tests.adapter_support import Record, Recorder, start_scripted_turn
 
 T = "thread-1"
@@ -71,11 +72,13 @@ def assert_every_turn_ended_once_after_its_output(rec: Recorder) -> None:
         assert not late, f"output after the end of {started.turn_id}: {late}"
 
 
-async def assert_ready_with_every_turn_ended_once(oc: OpenCodeAdapter, rec: Recorder) -> None:
-    """How a test here ends: thread ``T`` is ready, and once the events settle every turn
-    ended once after its output."""
+async def assert_ready_with_every_turn_ended_once(
+    fake: FakeOpenCodeServer, oc: OpenCodeAdapter, rec: Recorder
+) -> None:
+    """How a test here ends: thread ``T`` is ready, and once the adapter has caught up
+    with the fake every turn ended once after its output."""
     assert status(oc) == "ready"
-    await rec.settle()
+    await caught_up(fake, oc)
     assert_every_turn_ended_once_after_its_output(rec)
 
 
@@ -166,7 +169,7 @@ async def test_a_follow_up_reaching_the_server_after_the_idle_is_part_of_the_tur
     await delivery.wait_started()
     run_end.release()
     await eventually(lambda: not session.busy)  # idle, and status says so
-    await asyncio.sleep(0.3)
+    await caught_up(fake, oc)  # the adapter handled the idle
     assert not endings(rec, turn.turn_id), "a prompt of the turn is not echoed yet"
     delivery.release()
     assert (await follow_up).turn_id == turn.turn_id
@@ -195,7 +198,7 @@ async def test_interrupt_turn_stops_the_run_of_a_follow_up_sent_as_the_run_ended
     await delivery.wait_started()
     run_end.release()
     await eventually(lambda: not session.busy)
-    await asyncio.sleep(0.3)
+    await caught_up(fake, oc)  # the adapter handled the idle before the prompt arrives
     delivery.release()
     assert (await follow_up).turn_id == turn.turn_id
     await rec.wait_for("content.delta", lambda e: e.delta == "working")
@@ -208,7 +211,7 @@ async def test_interrupt_turn_stops_the_run_of_a_follow_up_sent_as_the_run_ended
     await eventually(lambda: not session.busy)
     aborted = await rec.wait_for("turn.aborted")
     assert aborted.turn_id == turn.turn_id
-    await assert_ready_with_every_turn_ended_once(oc, rec)
+    await assert_ready_with_every_turn_ended_once(fake, oc, rec)
 
 
 async def test_follow_ups_before_inside_and_after_the_run_end_window_lose_no_output(
@@ -233,11 +236,11 @@ async def test_follow_ups_before_inside_and_after_the_run_end_window_lose_no_out
     await delivery.wait_started()
     second_end.release()
     await eventually(lambda: not session.busy)  # reaches the server after the idle
-    await asyncio.sleep(0.3)
+    await caught_up(fake, oc)  # the adapter handled the idle before the prompt arrives
     delivery.release()
     await late_delivery
     await oc.send_turn(T, "right after [[script:echo]]")  # at or just after an idle
-    await asyncio.sleep(0.01)
+    await caught_up(fake, oc)
     await oc.send_turn(T, "a little later [[script:foxtrot]]")
     await eventually(lambda: not session.busy and bool(endings(rec, first.turn_id)))
     await eventually(lambda: all(endings(rec, s.turn_id) for s in rec.of("turn.started", T)))
@@ -274,7 +277,7 @@ async def test_a_turn_ending_while_an_interrupt_runs_ends_exactly_once(
     result = await stopping
     assert result.turn_id == turn.turn_id
     await eventually(lambda: bool(endings(rec, turn.turn_id)))
-    await asyncio.sleep(0.2)
+    await caught_up(fake, oc)
     assert len(endings(rec, turn.turn_id)) == 1
     assert status(oc) == "ready"
     assert_every_turn_ended_once_after_its_output(rec)
@@ -297,7 +300,7 @@ async def test_output_after_an_automatic_compaction_is_emitted_and_ends_the_turn
     shown = text_of(rec, turn_id=turn.turn_id)
     assert "after compaction." in shown
     assert "SUMMARY" not in shown, "the compaction summary is not the agent's answer"
-    await assert_ready_with_every_turn_ended_once(oc, rec)
+    await assert_ready_with_every_turn_ended_once(fake, oc, rec)
 
 
 async def test_a_stopped_turn_after_a_compaction_has_no_summary_in_its_partial_text(
@@ -337,7 +340,7 @@ async def test_a_prompt_the_server_never_starts_fails_the_turn_after_the_echo_ti
     assert took >= 0.5, "not before Timeouts.echo"
     assert done.turn_id == turn.turn_id and done.state == "failed"
     assert done.error is not None and "did not start" in done.error
-    await assert_ready_with_every_turn_ended_once(tight, rec)
+    await assert_ready_with_every_turn_ended_once(fake, tight, rec)
 
 
 async def test_the_watchdog_looks_as_often_as_timeouts_watchdog_says(
@@ -378,7 +381,7 @@ async def test_a_server_that_stops_answering_before_the_echo_fails_the_turn(
     assert done.error is not None and "did not answer for 0.6 s" in done.error
     [error] = rec.of("runtime.error", T)
     assert (error.turn_id, error.error_name) == (turn.turn_id, "ServerUnavailable")
-    await assert_ready_with_every_turn_ended_once(tight, rec)
+    await assert_ready_with_every_turn_ended_once(fake, tight, rec)
 
 
 # -- outages and retries ----------------------------------------------------------------------
@@ -397,7 +400,7 @@ async def test_a_run_that_vanished_during_a_stream_outage_is_aborted_naming_the_
     assert aborted.turn_id == turn.turn_id
     assert aborted.reason is not None and "event stream was down" in aborted.reason
     assert not rec.of("turn.completed", T), "a vanished run is not a clean completion"
-    await assert_ready_with_every_turn_ended_once(oc, rec)
+    await assert_ready_with_every_turn_ended_once(fake, oc, rec)
 
 
 async def test_a_request_that_vanished_with_its_run_in_a_restart_is_withdrawn(
@@ -499,7 +502,11 @@ async def test_stop_session_withdraws_open_requests_and_rejects_them_on_the_serv
 
 
 async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_on_resume(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, record: Record
+    oc: OpenCodeAdapter,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    record: Record,
+    opencode_adapter_factory: AdapterFactory,
 ) -> None:
     info, _ = await start_scripted_turn(oc, fake, T, "ask", [Permission("bash", ["rm *"])])
     opened = await rec.wait_for("request.opened")
@@ -507,13 +514,12 @@ async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_on_resu
         await http.post(f"/session/{info.session_id}/abort")
     await rec.wait_for("turn.aborted")
     assert await listed_requests(fake) == [opened.request_id], "OpenCode keeps it listed"
-    async with OpenCodeAdapter(  # a later process resumes the thread
-        fake.base_url, transport=fake.transport, timeouts=Timeouts(connect=2.0)
-    ) as later:
-        later_rec = record(later)
-        await later.start_session(T, resume=info.resume)
-        await asyncio.sleep(0.2)
-        assert not later_rec.of("request.opened"), "a ghost is never announced again"
+    later = await opencode_adapter_factory()  # a later process resumes the thread
+    later_rec = record(later)
+    await later.start_session(T, resume=info.resume)
+    await caught_up(fake, later)
+    assert not later_rec.of("request.opened"), "a ghost is never announced again"
+    await later.aclose()
     assert len(rec.of("request.opened", T)) == 1
 
 
@@ -535,7 +541,7 @@ async def test_a_request_of_a_session_aborted_elsewhere_is_not_announced_after_a
             and fake.stream_count == 1
         )
     )
-    await asyncio.sleep(0.2)  # the recovery re-read /permission, which still lists it
+    await caught_up(fake, oc)  # the recovery re-read /permission, which still lists it
     assert len(rec.of("request.opened", T)) == 1
     assert len(rec.of("request.resolved", T)) == 1
     assert status(oc) == "ready"
@@ -558,6 +564,8 @@ async def test_a_request_answered_elsewhere_while_a_reconnect_re_reads_is_not_an
     await fake.wait_until(lambda: bool(session.pending_requests))
     [request_id] = session.pending_requests
     stale_served = asyncio.Event()
+    replied = asyncio.Event()  # answered elsewhere, the snapshot not yet served
+    serve = asyncio.Event()  # the adapter read the `replied` event: serve the snapshot
 
     async def stale_snapshot(request: httpx.Request) -> httpx.Response | None:
         if stale_served.is_set():
@@ -569,14 +577,18 @@ async def test_a_request_answered_elsewhere_while_a_reconnect_re_reads_is_not_an
         async with fake.client() as http:  # answered elsewhere meanwhile
             await http.post(f"/permission/{request_id}/reply", json={"reply": "once"})
         await fake.wait_for_event("permission.replied", since=since)
-        await asyncio.sleep(0.05)  # the adapter read the `replied` event
+        replied.set()
+        await serve.wait()
         return httpx.Response(fresh.status_code, content=body, headers=fresh.headers)
 
     fake.on("GET", "/permission", stale_snapshot)
     reconnect.release()
     async with asyncio.timeout(5):
-        await stale_served.wait()
-    await asyncio.sleep(0.2)
+        await replied.wait()
+    await caught_up(fake, oc)  # the adapter read the `replied` event
+    serve.set()
+    await caught_up(fake, oc)
+    assert stale_served.is_set()
     assert not rec.of("request.opened", T)
     assert request_id not in session.pending_requests
 
