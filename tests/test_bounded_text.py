@@ -23,17 +23,21 @@ from hypothesis import strategies as st
 
 import adapter as adapter_package
 from adapter import (
+    ContentDelta,
     InvalidInputError,
+    ItemCompleted,
     OpenCodeAdapter,
     PartialResult,
+    SessionExited,
+    SessionStarted,
     StreamGap,
     Timeouts,
     ToolCallResult,
 )
 from adapter._stream._hub import EventHub
-from adapter._stream._replay_window import EventHistory
+from adapter._stream._replay_window import EventHistory, retained_size
 from adapter._stream._seen_text import EDGE, SeenText
-from adapter._types._events import ContentDelta, ItemCompleted, SessionExited, SessionStarted
+from adapter._turns._lifecycle import Turn
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.partial_support import ROOT, delta_event, text_event, tool_event, turn_collector
 
@@ -73,6 +77,22 @@ def delta(text: str, thread: str = "t") -> ContentDelta:
     )
 
 
+def live_turns(turn_id: str) -> list[Turn]:
+    """The turn objects of ``turn_id`` alive in the process. A test of internals: what
+    the adapter keeps of a running turn has no public view, so it is found through the
+    collector of cyclic garbage (``gc``), not through the adapter's private attributes."""
+    return [obj for obj in gc.get_objects() if isinstance(obj, Turn) and obj.turn_id == turn_id]
+
+
+async def retained_bytes(adapter: OpenCodeAdapter, thread_id: str) -> int:
+    """The bytes the adapter retains of ``thread_id`` for replays: what a ``replay``
+    subscription starts with, counted as the history counts it (``retained_size``)."""
+    replay = adapter.events(thread_id, replay=True)
+    retained = [await anext(replay) for _ in range(replay.backlog)]
+    await replay.aclose()
+    return sum(retained_size(event) for event in retained)
+
+
 async def deltas_of(stream: Any, count: int) -> list[ContentDelta]:
     out: list[ContentDelta] = []
     async with asyncio.timeout(20):
@@ -110,10 +130,9 @@ async def test_what_the_translator_keeps_of_a_part_is_bounded(
     fake.script("s", [Text("x" * 2_000_000, chunks=200), Hang()])
     await oc.start_session(A)
     stream = oc.events(A, max_queue=1000)
-    await oc.send_turn(A, "go [[script:s]]")
+    started = await oc.send_turn(A, "go [[script:s]]")
     await deltas_of(stream, 200)
-    turn = oc._registry.threads[A].turn
-    assert turn is not None
+    [turn] = live_turns(started.turn_id)
     assert deep_size(turn.emitted_text) < 64 * 1024  # max_output_bytes
     await stream.aclose()
 
@@ -265,17 +284,14 @@ def test_the_history_is_bounded_in_bytes_oldest_first() -> None:
     assert history.after("t", kept[0].event_id) == kept[1:]
 
 
-def test_after_an_event_evicted_for_its_bytes_starts_with_an_expired_gap() -> None:
+async def test_after_an_event_evicted_for_its_bytes_starts_with_an_expired_gap() -> None:
     hub = EventHub(history_limit=1000, history_bytes=20_000)
     events = [delta("x" * 1000) for _ in range(60)]
     for event in events:
         hub.emit(event)
     stream = hub.subscribe("t", after=events[0].event_id)
-    first = stream._queue.get_nowait()
+    first, *rest = [await anext(stream) for _ in range(stream.backlog)]
     assert isinstance(first, StreamGap) and first.reason == "expired"
-    rest = []
-    while not stream._queue.empty():
-        rest.append(stream._queue.get_nowait())
     assert rest == hub.history.retained("t") and rest[-1] is events[-1]
 
 
@@ -332,8 +348,7 @@ async def test_a_live_thread_history_stays_within_its_bytes(
     stream = small.events(A, max_queue=1000)
     await small.send_turn(A, "go [[script:s]]")
     got = await deltas_of(stream, 200)
-    history = small._registry.hub.history
-    assert history.retained_bytes(A) <= 64 * 1024
+    assert await retained_bytes(small, A) <= 64 * 1024
     replay = small.events(A, after=got[0].event_id)
     first = await anext(replay)
     assert isinstance(first, StreamGap) and first.reason == "expired"
@@ -364,14 +379,11 @@ async def test_memory_is_released_after_the_stop_and_the_close(
     try:
         base = adapter_bytes()
         stream = small.events(A, max_queue=1000)
-        await small.send_turn(A, "go [[script:s]]")
+        started = await small.send_turn(A, "go [[script:s]]")
         await deltas_of(stream, count)
         await stream.aclose()
         del stream
-        thread = small._registry.threads[A]
-        assert thread.turn is not None
-        turn = weakref.ref(thread.turn)
-        del thread
+        [turn] = [weakref.ref(running) for running in live_turns(started.turn_id)]
         result = await small.interrupt_turn(A)
         del result
         await small.stop_session(A)
@@ -383,7 +395,7 @@ async def test_memory_is_released_after_the_stop_and_the_close(
     # The history may keep 64 KiB of the thread; everything else is bookkeeping.
     # 10 MiB were streamed: a generous margin still tells held from released.
     assert held < 2 * 1024 * 1024, held
-    assert small._registry.hub.history.retained_bytes(A) <= 64 * 1024
+    assert await retained_bytes(small, A) <= 64 * 1024
 
 
 # --------------------------------------------------------------------------- surrogates
