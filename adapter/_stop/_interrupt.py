@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import cast
 
 from .._base._ids import is_session_id
@@ -172,21 +173,12 @@ class Interrupts:
                 stop.root_abort_failed = True
                 raise cast(BaseException, abort.exception())
 
-        # The tree as the events showed it is aborted right behind the root, and the root
-        # and its inner sessions again a little later: else OpenCode starts one more
-        # model step in each session whose subagents are cancelled under it (see
-        # _stop_tree's docstring and docs/interrupt.md).
-        known = [(sid, parent) for sid, parent in thread.tree.parents.items() if parent is not None]
-        report: StopReport = await stop_tree(
-            thread.client,
+        report = await self._walk(
+            thread,
             thread.session_id,
-            concurrency=core.limits.stop_concurrency,
-            max_sessions=core.limits.max_tree_sessions,
             timeout=timeouts.abort + timeouts.tree,
             root_abort=root_abort,
             eager_root_listing=core.limits.eager_root_listing,
-            known=known,
-            abort_root_twice=True,
         )
         for sid in report.session_ids:
             if sid not in thread.tree.sessions:
@@ -244,6 +236,37 @@ class Interrupts:
             _log.warning("adapter.partial_reconcile_timeout", thread_id=thread.thread_id)
         return collector.result(turn.turn_id)
 
+    async def _walk(
+        self,
+        thread: ThreadState,
+        root_id: str,
+        *,
+        timeout: float,
+        verify: bool = True,
+        root_abort: Callable[[], Awaitable[object]] | None = None,
+        eager_root_listing: bool = False,
+    ) -> StopReport:
+        """:func:`stop_tree` of ``root_id`` in ``thread``'s tree, as every walk here runs it
+        (the Stop's, ``stop_subagent``'s and the teardown's of ``stop_session`` and
+        ``aclose``): one bound of requests in flight, ``stop_concurrency``, and the same
+        cap on the tree's size. The tree as the events showed it is aborted right behind
+        the root, and the root and its inner sessions again a little later: else OpenCode
+        starts one more model step in each session whose subagents are cancelled under it
+        (see :mod:`~adapter._stop._stop_tree` and ``docs/interrupt.md``)."""
+        limits = self._registry.limits
+        return await stop_tree(
+            thread.client,
+            root_id,
+            concurrency=limits.stop_concurrency,
+            max_sessions=limits.max_tree_sessions,
+            timeout=timeout,
+            verify=verify,
+            root_abort=root_abort,
+            eager_root_listing=eager_root_listing,
+            known=[(sid, parent) for sid, parent in thread.tree.parents.items() if parent],
+            abort_root_twice=True,
+        )
+
     # -- stop_subagent ------------------------------------------------------------------
 
     async def stop_subagent(self, thread: ThreadState, session_id: object) -> StopReport:
@@ -278,15 +301,9 @@ class Interrupts:
     ) -> None:
         core = self._registry
         try:
-            report = await stop_tree(
-                thread.client,
-                session_id,
-                concurrency=core.limits.stop_concurrency,
-                max_sessions=core.limits.max_tree_sessions,
-                timeout=core.timeouts.abort + core.timeouts.tree,
-                # The turn's tactic, inside the subtree (stop_tree seeds descendants only).
-                known=[(sid, parent) for sid, parent in thread.tree.parents.items() if parent],
-                abort_root_twice=True,
+            # The turn's tactic, inside the subtree (stop_tree seeds descendants only).
+            report = await self._walk(
+                thread, session_id, timeout=core.timeouts.abort + core.timeouts.tree
             )
         except BaseException as exc:
             error = exc if isinstance(exc, Exception) else TurnCancelledError("stop cancelled")
@@ -370,17 +387,13 @@ class Interrupts:
                 raise RequestError("abort", f"timed out after {teardown} s") from None
 
         try:
-            await stop_tree(
-                thread.client,
+            # The same walk as a Stop's: no extra model step while the thread closes.
+            await self._walk(
+                thread,
                 thread.session_id,
-                concurrency=self._registry.limits.stop_concurrency,
-                max_sessions=self._registry.limits.max_tree_sessions,
                 timeout=2 * teardown,
                 verify=False,
                 root_abort=root_abort,
-                # The same tactic as a Stop: no extra model step while the thread closes.
-                known=[(sid, parent) for sid, parent in thread.tree.parents.items() if parent],
-                abort_root_twice=True,
             )
         except (OpenCodeError, TimeoutError) as exc:
             _log.warning("adapter.teardown_incomplete", thread_id=thread.thread_id, error=str(exc))
