@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -35,6 +35,24 @@ def tree(router: respx.MockRouter, children: dict[str, list[str]]) -> TreeApi:
     return TreeApi(router, children=children)
 
 
+async def stays_true(condition: Callable[[], bool], seconds: float) -> None:
+    """Checks ``condition`` at every turn of the event loop for ``seconds`` (respx has no
+    fake for ``caught_up`` to wait on: a window, checked each round, is the wait)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        assert condition()
+        await asyncio.sleep(0)
+    assert condition()
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Polls ``condition`` until it holds (each turn of the event loop)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
 async def test_root_is_aborted_and_settled_before_any_other_request(
     router: respx.MockRouter, opencode_client: OpenCodeClient
 ) -> None:
@@ -42,8 +60,8 @@ async def test_root_is_aborted_and_settled_before_any_other_request(
     gate = api.abort_hooks[ROOT] = Gate()
     task = asyncio.create_task(stop_tree(opencode_client, ROOT))
     await gate.started.wait()
-    await asyncio.sleep(0.01)
-    assert api.calls == [("abort", ROOT)], "nothing may start while the root abort is pending"
+    # nothing may start while the root abort is pending
+    await stays_true(lambda: api.calls == [("abort", ROOT)], 0.01)
     gate.release()
     report = await task
     assert api.calls[0] == ("abort", ROOT)
@@ -145,9 +163,9 @@ async def test_one_failing_child_abort_every_sibling_still_attempted(
     api.abort_hooks["ses_bad"] = failing
     task = asyncio.create_task(stop_tree(opencode_client, ROOT))
     await failing.started.wait()
-    await asyncio.sleep(0.02)
+    others = {"ses_ok1", "ses_ok2", "ses_ok1_kid"}
+    await until(lambda: others <= set(api.aborts) and others <= set(api.listings))
     assert not task.done(), "the stop must wait for every abort"
-    assert {"ses_ok1", "ses_ok2", "ses_ok1_kid"} <= set(api.aborts)
     failing.release()
     with pytest.raises(TreeStopError) as caught:
         await task

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from adapter import TurnStart
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.faults.harness import Harness, fast
 
@@ -156,7 +157,7 @@ async def test_an_idle_that_overtakes_its_own_echo_ends_the_turn_once_the_answer
         run.busy()
         run.idle()  # overtakes the echo
         run.echo()
-        await asyncio.sleep(0.05)
+        await caught_up(fake, h.oc)
         assert h.rec.of("turn.completed") == []  # no answer yet: not over
         run.answer("done")
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
@@ -190,7 +191,7 @@ async def test_a_newer_idle_during_a_status_poll_that_answers_busy_is_asked_agai
             await polled.wait()
         stale.remove()  # later polls see the truth: idle
         fake.emit("session.idle", {"sessionID": run.session_id})  # the newer idle, during the poll
-        await asyncio.sleep(0.05)
+        await caught_up(fake, h.oc)
         answer.set()
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
         assert done.turn_id == turn.turn_id
@@ -210,7 +211,7 @@ async def test_an_idle_while_the_acceptance_is_held_is_reconciled_once_the_echo_
         run = ScriptedRun(fake, root, await prompts.next_id())
         run.busy()
         run.idle()
-        await asyncio.sleep(0.05)
+        await caught_up(fake, h.oc)
         assert h.rec.of("turn.completed") == [], "an idle before the echo ends nothing"
         run.echo()
         run.answer("done")
