@@ -12,13 +12,14 @@ that was answered meanwhile.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, Timeouts
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Permission, Question, Tool
 from tests.adapter_support import Recorder
 
@@ -80,19 +81,27 @@ async def adapter_caught_up(
     await rec.wait_for("thread.metadata.updated", lambda e: e.title == mark)
 
 
-def lookups_running(oc: OpenCodeAdapter) -> int:
-    """The adapter's ancestry lookup tasks still running (``Ownership.route_request``)."""
-    tasks = oc._registry.tasks._tasks
+def lookups_running() -> int:
+    """The ancestry lookups still running (``SessionOwners.route_request``), told by their
+    asyncio task's name (``…:route-request``). Whether a lookup still retries has no
+    public view, and these tests assert what holds once every lookup is over; only the
+    task's name is read, through asyncio's public ``all_tasks``."""
+    tasks = asyncio.all_tasks()
     return sum(1 for t in tasks if t.get_name().endswith(":route-request") and not t.done())
 
 
-async def settled(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, root_id: str
-) -> None:
+async def settled(fake: FakeOpenCodeServer, rec: Recorder, root_id: str) -> None:
     """The adapter has no ancestry lookup left running, and the host has seen every
     event it emitted."""
-    await fake.wait_until(lambda: lookups_running(oc) == 0, timeout=10.0)
+    await fake.wait_until(
+        lambda: lookups_running() == 0, timeout=10.0, description="every ancestry lookup ended"
+    )
     await adapter_caught_up(fake, rec, root_id, "settled")
+
+
+def of_request(request_id: str) -> Callable[[Any], bool]:
+    """Matches the events of the request ``request_id``."""
+    return lambda event: bool(event.request_id == request_id)
 
 
 class FlakyAncestry:
@@ -150,10 +159,10 @@ async def test_a_grandchilds_request_answered_elsewhere_while_its_ancestry_looku
     await answer_elsewhere(fake, how, request_id)
     await adapter_caught_up(fake, rec, info.session_id, "after the answer")
     ancestry.heal()  # a lookup still going would now find the thread
-    await settled(oc, fake, rec, info.session_id)
+    await settled(fake, rec, info.session_id)
     assert [e for e in rec.events if e.type in ANNOUNCED] == []
     assert not rec.of("runtime.warning")
-    assert oc._registry.threads[T].pending == {}
+    assert oc.pending_requests(T) == []
 
 
 @SHORT_LOOKUP_RETRY
@@ -172,7 +181,7 @@ async def test_an_ancestry_lookup_stops_retrying_once_its_request_is_answered(
     await answer_elsewhere(fake, "permission", request_id)
     await adapter_caught_up(fake, rec, info.session_id, "after the answer")
     tries = ancestry.tries
-    await settled(oc, fake, rec, info.session_id)
+    await settled(fake, rec, info.session_id)
     assert ancestry.tries <= tries + 1
     assert not rec.of("runtime.warning")
     assert not rec.of("request.opened")
@@ -195,7 +204,7 @@ async def test_a_lookup_whose_first_request_is_answered_still_delivers_the_sessi
     lookup.release()
     opened = await rec.wait_for("request.opened", timeout=10.0)
     assert (opened.thread_id, opened.request_id, opened.session_id) == (T, other, grandchild)
-    await settled(oc, fake, rec, info.session_id)
+    await settled(fake, rec, info.session_id)
     assert [e.request_id for e in rec.of("request.opened")] == [other]
     assert not rec.of("runtime.warning")
 
@@ -216,7 +225,7 @@ async def test_every_request_waiting_on_a_lookup_that_fails_is_surfaced_as_a_war
     other = ask_outside_a_tool_call(fake, grandchild)
     await adapter_caught_up(fake, rec, info.session_id, "both asked")
     lookup.release()
-    await settled(oc, fake, rec, info.session_id)
+    await settled(fake, rec, info.session_id)
     warned = sorted(e.request_id for e in rec.of("runtime.warning", T))
     assert warned == sorted([first, other])
     assert not rec.of("request.opened")
@@ -244,10 +253,10 @@ async def test_a_childs_and_a_grandchilds_requests_raised_during_an_outage_are_r
     asked = {await pending_request(fake, child), await pending_request(fake, grandchild)}
     reconnect.release()
     for request_id in asked:
-        opened = await rec.wait_for("request.opened", lambda e, r=request_id: e.request_id == r)
+        opened = await rec.wait_for("request.opened", of_request(request_id))
         assert opened.thread_id == T
         await oc.respond_to_request(T, request_id, "accept")
-        resolved = await rec.wait_for("request.resolved", lambda e, r=request_id: e.request_id == r)
+        resolved = await rec.wait_for("request.resolved", of_request(request_id))
         assert resolved.decision == "accept"
     assert sorted(e.request_id for e in rec.of("request.opened")) == sorted(asked)
     assert {e.session_id for e in rec.of("request.opened")} == {child, grandchild}
@@ -281,29 +290,10 @@ class StaleListing:
         return httpx.Response(fresh.status_code, content=body, headers=fresh.headers)
 
 
-def count_finished(oc: OpenCodeAdapter, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
-    """How many request recoveries (resume, reconnect) have finished."""
-    finished = [0]
-    recover = oc._requests.recover
-
-    def counted(*args: Any, **kwargs: Any) -> Awaitable[None]:
-        async def run() -> None:
-            try:
-                await recover(*args, **kwargs)
-            finally:
-                finished[0] += 1
-
-        return run()
-
-    monkeypatch.setattr(oc._requests, "recover", counted)
-    return lambda: finished[0]
-
-
 async def test_a_reconnect_while_the_resumes_recovery_reads_announces_each_live_request_once(
     oc: OpenCodeAdapter,
     fake: FakeOpenCodeServer,
     rec: Recorder,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Both recoveries (the resume's, the reconnect's) read the same listing: the root's
     and a grandchild's live requests are announced once each; a grandchild's request
@@ -322,7 +312,6 @@ async def test_a_reconnect_while_the_resumes_recovery_reads_announces_each_live_
     live_request = await pending_request(fake, live)
     answered_request = await pending_request(fake, answered)
     listing = StaleListing(fake)
-    finished = count_finished(oc, monkeypatch)
     await oc.start_session(T, resume={"schema": 1, "session_id": root})
     await fake.wait_until(lambda: listing.listed == 1)  # the resume's recovery has read
     fake.drop_event_streams()
@@ -330,11 +319,11 @@ async def test_a_reconnect_while_the_resumes_recovery_reads_announces_each_live_
     await answer_elsewhere(fake, "permission", answered_request)
     await adapter_caught_up(fake, rec, root, "after the answer")
     listing.gate.set()
-    await fake.wait_until(lambda: finished() == 2)
-    await settled(oc, fake, rec, root)
+    await caught_up(fake, oc)  # both recoveries have finished
+    await settled(fake, rec, root)
     opened = sorted(e.request_id for e in rec.of("request.opened", T))
     assert opened == sorted([root_request, live_request])
     for request_id in (root_request, live_request):
         await oc.respond_to_request(T, request_id, "accept")
-        await rec.wait_for("request.resolved", lambda e, r=request_id: e.request_id == r)
+        await rec.wait_for("request.resolved", of_request(request_id))
     assert len(rec.of("request.opened")) == 2
