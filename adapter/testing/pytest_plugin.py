@@ -137,21 +137,11 @@ def opencode_adapter_options() -> dict[str, Any]:
 
 
 @_async_fixture
-async def opencode_adapter(
-    request: pytest.FixtureRequest,
-    opencode_fake: FakeOpenCodeServer,
-    opencode_adapter_options: dict[str, Any],
-) -> AsyncIterator[OpenCodeAdapter]:
+async def opencode_adapter(opencode_adapter_factory: AdapterFactory) -> OpenCodeAdapter:
     """An ``OpenCodeAdapter`` on ``opencode_fake`` (its ``base_url`` and ``transport``),
-    entered for the test and closed after it."""
-    from adapter import OpenCodeAdapter
-
-    options = {
-        "transport": opencode_fake.transport,
-        **_options(request, opencode_adapter_options, "opencode_adapter"),
-    }
-    async with OpenCodeAdapter(opencode_fake.base_url, **options) as adapter:
-        yield adapter
+    entered for the test and closed after it: the first that
+    ``opencode_adapter_factory`` makes, so the last it closes."""
+    return await opencode_adapter_factory()
 
 
 @_async_fixture
