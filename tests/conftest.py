@@ -85,7 +85,10 @@ def router() -> Iterator[respx.MockRouter]:
         yield mock
 
 
-# -- the adapter on the in-process fake: the fixtures of the adapter tests ------------
+# -- the adapter on the in-process fake: the plugin's fixtures, by their short names -----
+# ``adapter.testing.pytest_plugin`` makes, enters and closes the fake, the adapter and the
+# recorder; the suite only names them (``fake``, ``oc``, ``rec``) and sets their options
+# (``fake_options``, ``timeouts``), which a module or class overrides as before.
 
 
 @pytest.fixture
@@ -95,10 +98,15 @@ def fake_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-async def fake(fake_options: dict[str, Any]) -> AsyncIterator[FakeOpenCodeServer]:
-    """A fresh fake OpenCode server."""
-    async with FakeOpenCodeServer(**fake_options) as server:
-        yield server
+def opencode_fake_options(fake_options: dict[str, Any]) -> dict[str, Any]:
+    """The plugin's ``opencode_fake`` takes the suite's ``fake_options``."""
+    return fake_options
+
+
+@pytest.fixture
+def fake(opencode_fake: FakeOpenCodeServer) -> FakeOpenCodeServer:
+    """A fresh fake OpenCode server: the plugin's ``opencode_fake``."""
+    return opencode_fake
 
 
 @pytest.fixture
@@ -108,12 +116,16 @@ def timeouts() -> Timeouts:
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer, timeouts: Timeouts) -> AsyncIterator[OpenCodeAdapter]:
-    """An adapter on ``fake``."""
-    async with OpenCodeAdapter(
-        fake.base_url, transport=fake.transport, timeouts=timeouts
-    ) as adapter:
-        yield adapter
+def opencode_adapter_options(timeouts: Timeouts) -> dict[str, Any]:
+    """The plugin's ``opencode_adapter`` (and ``opencode_adapter_factory``) take the suite's
+    ``timeouts``."""
+    return {"timeouts": timeouts}
+
+
+@pytest.fixture
+def oc(opencode_adapter: OpenCodeAdapter) -> OpenCodeAdapter:
+    """An adapter on ``fake``: the plugin's ``opencode_adapter``."""
+    return opencode_adapter
 
 
 @pytest.fixture

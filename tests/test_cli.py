@@ -10,7 +10,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -20,10 +20,8 @@ from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=3)
-    yield server
-    await server.aclose()
+def fake_options() -> dict[str, Any]:
+    return {"seed": 3}
 
 
 def url(fake: FakeOpenCodeServer) -> list[str]:

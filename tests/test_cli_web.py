@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,8 @@ def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=5)
-    yield server
-    await server.aclose()
+def fake_options() -> dict[str, Any]:
+    return {"seed": 5}
 
 
 def web_args(**overrides: Any) -> argparse.Namespace:

@@ -7,7 +7,6 @@ have to without the adapter: every assistant message of every session of the tre
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -33,12 +32,10 @@ STEP = SessionUsage(input_tokens=10, output_tokens=5, cost=0.02)
 METER = (15, 128000)
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenCodeServer]:
-    server = FakeOpenCodeServer(seed=7)
-    server.model_cost = PRICE
-    yield server
-    await server.aclose()
+@pytest.fixture(autouse=True)
+def priced_model(fake: FakeOpenCodeServer) -> None:
+    """The fake's model costs ``PRICE`` in every test."""
+    fake.model_cost = PRICE
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from adapter import Timeouts
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.testing.fake_support import BASE, EventLog
 
@@ -22,3 +23,10 @@ async def log(fake: FakeOpenCodeServer, fake_http: httpx.AsyncClient) -> AsyncIt
     events = await EventLog(fake_http).start(fake)
     yield events
     await events.stop()
+
+
+@pytest.fixture
+def timeouts() -> Timeouts:
+    """The kit's own tests run the plugin's adapters with its defaults (``Timeouts()``), not
+    the suite's (``tests/conftest.py`` feeds ``timeouts`` to ``opencode_adapter_options``)."""
+    return Timeouts()

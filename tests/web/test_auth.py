@@ -6,7 +6,6 @@ and however it fails.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -30,14 +29,8 @@ def fake_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-async def oc(fake: FakeOpenCodeServer) -> AsyncIterator[OpenCodeAdapter]:
-    async with OpenCodeAdapter(
-        fake.base_url,
-        password=PASSWORD,
-        transport=fake.transport,
-        timeouts=Timeouts(abort=2.0, tree=2.0),
-    ) as adapter:
-        yield adapter
+def opencode_adapter_options() -> dict[str, Any]:
+    return {"password": PASSWORD, "timeouts": Timeouts(abort=2.0, tree=2.0)}
 
 
 @pytest.fixture
