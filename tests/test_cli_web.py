@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from adapter import InvalidInputError
-from adapter._server._binary import free_port
 from adapter.cli import _web, amain
 from adapter.cli._web import Terminated
+from adapter.testing import free_port
 from adapter.testing.fake import FakeOpenCodeServer
 
 
