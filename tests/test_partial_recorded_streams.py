@@ -220,7 +220,7 @@ def test_a_task_cut_by_the_stop_is_interrupted_even_when_the_release_says_comple
 
 def is_task(event: Event) -> bool:
     part = event["properties"].get("part", {})
-    return event["type"] == "message.part.updated" and part.get("tool") == "task"
+    return bool(event["type"] == "message.part.updated" and part.get("tool") == "task")
 
 
 def aborted_message(event: Event, session_id: str) -> bool:

@@ -12,6 +12,7 @@ from adapter import (
     PERMISSION_PRESETS,
     InvalidInputError,
     OpenCodeAdapter,
+    PermissionPreset,
     PermissionRule,
 )
 from adapter.testing.fake import FakeOpenCodeServer, Text, Tool
@@ -93,7 +94,11 @@ async def test_a_live_thread_changes_its_mode(
     ("preset", "asked"), [("ask", True), ("auto-edit", True), ("full-access", False)]
 )
 async def test_bash_asks_or_not_by_preset(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, preset: str, asked: bool
+    oc: OpenCodeAdapter,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    preset: PermissionPreset,
+    asked: bool,
 ) -> None:
     fake.script("bash", [Tool("bash", {"command": "echo hi"}, output="hi\n"), Text("done")])
     await oc.start_session(T, permissions=preset)
@@ -109,7 +114,11 @@ async def test_bash_asks_or_not_by_preset(
 
 @pytest.mark.parametrize(("preset", "asked"), [("ask", True), ("auto-edit", False)])
 async def test_edits_ask_only_in_ask_mode(
-    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder, preset: str, asked: bool
+    oc: OpenCodeAdapter,
+    fake: FakeOpenCodeServer,
+    rec: Recorder,
+    preset: PermissionPreset,
+    asked: bool,
 ) -> None:
     edit = Tool("write", {"filePath": "/work/a.txt", "content": "x"}, output="Wrote file")
     fake.script("write", [edit, Text("done")])
@@ -124,7 +133,7 @@ async def test_edits_ask_only_in_ask_mode(
 
 
 async def test_raw_rules_are_sent_as_given(oc: OpenCodeAdapter, fake: FakeOpenCodeServer) -> None:
-    raw = [
+    raw: list[PermissionRule | dict[str, str]] = [
         {"permission": "bash", "pattern": "*", "action": "ask"},
         PermissionRule("bash", "git *", "allow"),
     ]

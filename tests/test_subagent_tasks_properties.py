@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Event
+from adapter import Event, TaskCompleted, TaskStarted, TaskUpdated
 from adapter._client._native import NativeEvent, PartUpdated, parse_native
 from adapter._threads import _subagent_tasks
 from adapter._threads._subagent_tasks import UPDATE_INTERVAL, SubagentTasks
@@ -21,6 +22,22 @@ from adapter._threads._subagent_tasks import UPDATE_INTERVAL, SubagentTasks
 ROOT = "ses_" + "r" * 26
 KIDS = [f"ses_{i}" + "c" * 25 for i in range(4)]
 T = "thread"
+
+E = TypeVar("E", bound=Event)
+TaskEvent = TaskStarted | TaskUpdated | TaskCompleted
+
+
+def only(events: Sequence[Event], kind: type[E]) -> list[E]:
+    """``events``, each asserted to be a ``kind``."""
+    assert all(isinstance(e, kind) for e in events), events
+    return [e for e in events if isinstance(e, kind)]
+
+
+def task_events(events: Sequence[Event]) -> list[TaskEvent]:
+    """``events``, each asserted to be a task event."""
+    tasks = [e for e in events if isinstance(e, TaskStarted | TaskUpdated | TaskCompleted)]
+    assert tasks == list(events), events
+    return tasks
 
 
 def native(type: str, **properties: Any) -> NativeEvent:
@@ -76,7 +93,7 @@ async def test_updates_are_throttled_to_one_per_interval_per_task_and_only_on_ch
     assert len(emitted) == 2
     clock[0] += UPDATE_INTERVAL * 0.1
     await asyncio.wait_for(shown.wait(), 5)
-    assert [(e.tool, e.text) for e in emitted[2:]] == [("grep", "todo")]
+    assert [(e.tool, e.text) for e in only(emitted[2:], TaskUpdated)] == [("grep", "todo")]
     tasks.thread_ended()
     assert emitted[-1].type == "task.completed"
 
@@ -218,6 +235,7 @@ async def test_the_result_is_the_childs_answer_in_each_releases_call_output(outp
     emitted: list[Event] = []
     tasks = SubagentTasks(T, emitted.append)
     named = tool_part(ROOT, "msg_c1", "task", "running", metadata={"sessionId": KIDS[0]})
+    assert named.part.state is not None
     assert tasks.call_seen(named.part) == KIDS[0]
     tasks.joined(KIDS[0], ROOT, "turn_1", None)
     done = tool_part(
@@ -248,7 +266,7 @@ async def test_a_subagent_titled_child_waits_for_its_call_in_any_order() -> None
         metadata={"sessionId": KIDS[0]},
     )
     assert tasks.call_seen(running.part) == KIDS[0]
-    [started] = emitted
+    [started] = only(emitted, TaskStarted)
     assert (started.session_id, started.item_id, started.description, started.agent) == (
         KIDS[0],
         running.part.call_id,
@@ -256,8 +274,8 @@ async def test_a_subagent_titled_child_waits_for_its_call_in_any_order() -> None
         "explore",
     )
     tasks.turn_ended("turn_1", "completed")
-    unnamed = [e for e in emitted if e.session_id == KIDS[1]]
-    assert [(e.type, e.item_id, e.description, e.agent) for e in unnamed] == [
+    unnamed = [e for e in task_events(emitted) if e.session_id == KIDS[1]]
+    assert [(e.type, e.item_id, e.description, e.agent) for e in only(unnamed, TaskStarted)] == [
         ("task.started", None, "gamma", "general")
     ]
 
@@ -280,8 +298,8 @@ async def test_a_call_without_a_session_id_names_the_held_child_of_its_descripti
     child = tasks.call_seen(done.part)
     assert child == KIDS[1]
     tasks.call_ended(done.part, child)
-    assert [(e.type, e.session_id, getattr(e, "item_id", None)) for e in emitted] == [
+    assert [(e.type, e.session_id, getattr(e, "item_id", None)) for e in task_events(emitted)] == [
         ("task.started", KIDS[1], running.part.call_id),
         ("task.completed", KIDS[1], None),
     ]
-    assert emitted[-1].result == "from beta"
+    assert only(emitted[-1:], TaskCompleted)[0].result == "from beta"

@@ -131,7 +131,7 @@ def pytest_collection_modifyitems(
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
-    missing = sorted({e.test for e in [*expected, *left_out]} - used)
+    missing = sorted(({e.test for e in expected} | {e.test for e in left_out}) - used)
     # A module that failed to import is reported by pytest itself, with its cause.
     if missing and whole_suite and not session.testsfailed:
         raise pytest.UsageError(
