@@ -24,9 +24,9 @@ from adapter.cli import _web, amain
 from adapter.cli._web_worker import WorkerSettings
 from adapter.testing import free_port
 from adapter.testing.fake import FakeOpenCodeServer
-from tests.test_cli_web import fake, private_state, serve_and_probe, web_args
+from tests.test_cli_web import fake_options, private_state, serve_and_probe, web_args
 
-__all__ = ["fake", "private_state"]  # fixtures, shared with tests/test_cli_web.py
+__all__ = ["fake_options", "private_state"]  # fixtures, shared with tests/test_cli_web.py
 
 DSN = "postgresql://agent:hunter2-secret@127.0.0.1:1/threads"
 
