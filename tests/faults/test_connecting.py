@@ -13,8 +13,9 @@ import asyncio
 import pytest
 
 from adapter import OpenCodeAdapter, SessionClosedError
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Text
-from tests.faults.harness import Harness, aborts, fast, settle
+from tests.faults.harness import Harness, aborts, fast
 
 T = "thread-1"
 CONNECT = fast(connect=30.0)
@@ -46,7 +47,7 @@ async def test_a_start_cancelled_while_connecting_aborts_its_session_and_leaves_
         start = asyncio.create_task(h.oc.start_session(T))
         session_id = await connecting(h.oc, hold)
         send = asyncio.create_task(h.oc.send_turn(T, "queued behind the start"))
-        await settle()
+        await caught_up(fake, h.oc)
         assert not send.done(), "the send waits for the start"
 
         start.cancel()
@@ -55,7 +56,7 @@ async def test_a_start_cancelled_while_connecting_aborts_its_session_and_leaves_
                 await start
             with pytest.raises(SessionClosedError):
                 await send
-        await settle()
+        await caught_up(fake, h.oc)
 
         assert h.oc.list_sessions() == []
         assert not h.oc.has_session(T)
@@ -88,7 +89,7 @@ async def test_a_resume_cancelled_while_connecting_leaves_the_resumed_tree_runni
         start.cancel()
         with pytest.raises(asyncio.CancelledError):
             await start
-        await settle()
+        await caught_up(fake, h.oc)
         assert aborts(fake, root) == 0
         assert fake.sessions[root].busy
         hold.release()
@@ -104,7 +105,7 @@ async def test_stop_all_alone_closes_a_connecting_session_and_releases_its_waite
         start = asyncio.create_task(h.oc.start_session(T))
         session_id = await connecting(h.oc, hold)
         send = asyncio.create_task(h.oc.send_turn(T, "queued behind the start"))
-        await settle()
+        await caught_up(fake, h.oc)
         assert not send.done()
 
         async with asyncio.timeout(5):
@@ -134,7 +135,7 @@ async def test_a_second_start_finding_the_thread_connecting_waits_and_returns_th
         first = asyncio.create_task(h.oc.start_session(T))
         session_id = await connecting(h.oc, hold)
         second = asyncio.create_task(h.oc.start_session(T))
-        await settle()
+        await caught_up(fake, h.oc)
         assert not second.done(), "the second start waits for the connect, too"
 
         hold.release()

@@ -21,10 +21,11 @@ from adapter import (
     TreeStopError,
     stop_tree,
 )
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hook, Text, Tool
 from tests.adapter_support import another_turn_completed
 from tests.faults.conftest import FAST_RETRY
-from tests.faults.harness import Harness, aborts, fast, settle
+from tests.faults.harness import Harness, aborts, fast
 from tests.mocked_tree_api import session_calls
 
 T = "thread-1"
@@ -476,7 +477,7 @@ async def test_hostile_ids_in_events_are_never_adopted_or_requested(
                 },
             },
         )
-    await settle(100)
+    await caught_up(fake, h.oc)
     assert h.rec.of("child.started") == [] and h.rec.of("request.opened") == []
     result = await h.oc.interrupt_turn(T)
     assert result.stop is not None and result.stop.session_ids == (root,)
@@ -491,7 +492,7 @@ async def test_events_for_unknown_sessions_produce_nothing_and_touch_nothing(
 ) -> None:
     info = await h.oc.start_session(T)
     stranger = fake.add_session(busy=True)
-    await settle()
+    await caught_up(fake, h.oc)
     fake.reset_stats()
     for sid in (stranger, "ses_nonexistent"):
         fake.emit("session.status", {"sessionID": sid, "status": {"type": "idle"}})
@@ -502,7 +503,7 @@ async def test_events_for_unknown_sessions_produce_nothing_and_touch_nothing(
             {"sessionID": sid, "messageID": "msg_1", "partID": "prt_1", "delta": "boo"},
         )
         fake.emit("session.created", {"sessionID": sid, "info": session_json(sid, None)})
-    await settle(100)
+    await caught_up(fake, h.oc)
     assert [e.type for e in h.rec.events if e.type.startswith(("turn", "content", "child"))] == []
     assert h.rec.of("runtime.error") == []
     assert fake.requests == [], "no request for strangers' events"
@@ -522,7 +523,7 @@ async def test_a_strangers_permission_request_is_looked_up_but_never_surfaced(
         {"id": "per_1", "sessionID": stranger_kid, "permission": "bash", "patterns": ["*"]},
     )
     await fake.wait_until(lambda: any(r.session_id == stranger for r in fake.requests), timeout=2)
-    await settle(50)
+    await caught_up(fake, h.oc)
     assert h.rec.of("request.opened") == []
     methods = {(r.method, r.session_id) for r in fake.requests if r.session_id}
     assert methods <= {("GET", stranger), ("GET", stranger_kid)}, "only ancestry reads"
@@ -540,7 +541,7 @@ async def test_a_flood_of_strangers_permission_requests_causes_bounded_lookups(
             {"id": f"per_{i}", "sessionID": stranger, "permission": "bash", "patterns": []},
         )
     await slow.wait_started()
-    await settle(200)
+    await caught_up(fake, h.oc)
     held = len(slow.requests)
     slow.release()
     assert held <= 8, f"{held} concurrent lookups for one stranger"
@@ -565,7 +566,7 @@ async def test_duplicated_and_reordered_events_change_nothing(
     snapshots = [e for e in fake.events if e["type"] == "message.part.updated"]
     for envelope in [*reversed(snapshots), *snapshots]:
         fake.emit(envelope["type"], envelope["properties"])
-    await settle(100)
+    await caught_up(fake, h.oc)
     assert "".join(e.delta for e in h.rec.of("content.delta", T)) == "hello world"
     assert len([e for e in h.rec.of("item.started") if e.item_id == done_item.item_id]) == 1
     assert len([e for e in h.rec.of("item.completed") if e.item_id == done_item.item_id]) == 1
@@ -575,7 +576,7 @@ async def test_duplicated_and_reordered_events_change_nothing(
     aborted = {"sessionID": root, "error": {"name": "MessageAbortedError", "data": {}}}
     fake.emit("session.error", aborted)
     await h.rec.wait_for("turn.aborted")
-    await settle(50)
+    await caught_up(fake, h.oc)
     assert [e.turn_id for e in h.rec.of("turn.aborted")] == [turn.turn_id]
     assert h.rec.of("runtime.error") == []
     await h.consistent()
@@ -587,7 +588,7 @@ async def test_duplicated_idles_complete_a_turn_once(fake: FakeOpenCodeServer, h
     for _ in range(5):
         fake.emit("session.idle", {"sessionID": info.session_id})
         fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "idle"}})
-    await asyncio.sleep(0.1)
+    await caught_up(fake, h.oc)
     assert len(h.rec.of("turn.completed")) == 1
     await h.consistent()
 
@@ -597,13 +598,13 @@ async def test_an_idle_with_no_turn_does_nothing(fake: FakeOpenCodeServer, h: Ha
     fake.reset_stats()
     fake.emit("session.idle", {"sessionID": info.session_id})
     fake.emit("session.status", {"sessionID": info.session_id, "status": {"type": "idle"}})
-    await asyncio.sleep(0.05)
+    await caught_up(fake, h.oc)
     assert fake.requests == [], "no status check without a turn"
     assert [e.type for e in h.rec.events] == ["session.started", "thread.started"]
     # ... and it is not remembered: the next turn is not completed by it.
     fake.script("hang", [Hang()])
     await h.oc.send_turn(T, "go [[script:hang]]")
-    await asyncio.sleep(0.05)
+    await caught_up(fake, h.oc)
     assert h.rec.of("turn.completed") == []
     await h.consistent()
 

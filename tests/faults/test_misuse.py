@@ -16,9 +16,10 @@ from adapter import (
     UnknownRequestError,
     UnknownThreadError,
 )
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text
 from tests.adapter_support import held_abort
-from tests.faults.harness import Harness, aborts, fast, settle, wait_any
+from tests.faults.harness import Harness, aborts, fast, wait_any
 
 T = "thread-1"
 
@@ -57,7 +58,7 @@ async def test_every_call_after_stop_session_raises_unknown_thread_without_a_req
     with pytest.raises(UnknownThreadError):
         await call(h.oc, T)
     assert fake.requests == []
-    await settle()
+    await caught_up(fake, h.oc)
     assert h.rec.types(T)[-1] == "session.exited"
 
 
@@ -141,7 +142,7 @@ async def test_closing_the_adapter_while_a_stop_runs_lets_the_stop_finish_first(
     await h.rec.wait_for("content.delta")
     hold, press = await held_abort(fake, kid, h.oc.interrupt_turn(T))
     closing = asyncio.create_task(h.oc.aclose())
-    await asyncio.sleep(0.05)
+    await caught_up(fake, h.oc)  # the close has run as far as it can: up to the stop
     assert not closing.done(), "close waits for the pending stop"
     hold.release()
     result = await press
@@ -160,9 +161,9 @@ async def test_closing_the_adapter_while_a_stop_hangs_is_bounded(
     async with Harness(fake, timeouts=fast(abort=0.2, tree=0.2, teardown=0.1)) as h:
         info = await h.oc.start_session(T)
         await h.oc.send_turn(T, "go [[script:hang]]")
-        fake.hold("POST", f"/session/{info.session_id}/abort")  # never released
+        abort = fake.hold("POST", f"/session/{info.session_id}/abort")  # never released
         press = asyncio.create_task(h.oc.interrupt_turn(T))
-        await asyncio.sleep(0.01)
+        await abort.wait_started()
         started = time.perf_counter()
         await h.oc.aclose()
         assert time.perf_counter() - started < 2.0
@@ -181,7 +182,7 @@ async def test_stop_all_with_many_threads_stops_each_once(
         await h.oc.start_session(t)
         await h.oc.send_turn(t, "go [[script:hang]]")
     await asyncio.gather(h.oc.stop_all(), h.oc.stop_all())
-    await settle()
+    await caught_up(fake, h.oc)
     assert h.oc.list_sessions() == []
     for t in threads:
         assert h.rec.types(t).count("session.exited") == 1
@@ -189,11 +190,11 @@ async def test_stop_all_with_many_threads_stops_each_once(
 
 
 async def test_a_start_racing_a_stop_of_the_same_thread_exits_the_old_session_first(
-    h: Harness,
+    fake: FakeOpenCodeServer, h: Harness
 ) -> None:
     first = await h.oc.start_session(T)
     _, second = await asyncio.gather(h.oc.stop_session(T), h.oc.start_session(T))
-    await settle()
+    await caught_up(fake, h.oc)
     lifecycle = [
         (e.type, getattr(e, "session_id", None))
         for e in h.rec.events
@@ -214,9 +215,9 @@ async def test_closing_releases_a_start_that_is_still_connecting_at_once(
         hold = fake.hold("GET", "/event")  # the event stream never connects
         start = asyncio.create_task(h.oc.start_session(T))
         await hold.wait_started()
-        await settle()
+        await caught_up(fake, h.oc)
         send = asyncio.create_task(h.oc.send_turn(T, "queued behind the start"))
-        await settle()
+        await caught_up(fake, h.oc)
         started = time.perf_counter()
         await (h.oc.aclose() if how == "aclose" else h.oc.stop_session(T))
         outcomes = await asyncio.gather(start, send, return_exceptions=True)

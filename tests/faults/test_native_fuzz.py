@@ -9,7 +9,7 @@ line that is no event at all (garbage bytes, invalid UTF-8, JSON that is not an 
 It goes out on the fake server's ``/event`` stream like any event, followed by a marker
 event the test waits for, so each example is fully dispatched before the next.
 
-After each example the pump is alive and never had to restart (``reconnects == 0``); no
+After each example the pump is alive and never had to restart (one ``GET /event``); no
 example may hang (``asyncio.timeout``); at the end a turn completes, and the harness's
 leak checks pass. One adapter serves every example: damage would carry over.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapter import Event
+
+# No public name holds the depth bound (docs/reliability.md states it): read at its source.
 from adapter._client._sse_payloads import MAX_EVENT_DEPTH
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from tests.faults.harness import Harness
@@ -131,6 +135,13 @@ def hostile_lines(draw: st.DrawFn, root: str) -> bytes:
     return serialise(event, ascii_only=draw(st.booleans()))
 
 
+def skipped(events: list[Event]) -> int:
+    """The native events the adapter said it skipped so far (its ``runtime.warning``
+    counts: one report per type and ``Timeouts.skip_report`` window, so it lags)."""
+    said = (re.match(r"skipped (\d+) native event", getattr(e, "message", "")) for e in events)
+    return sum(int(m.group(1)) for m in said if m)
+
+
 def test_hostile_native_events_never_stop_the_pump() -> None:
     loop = asyncio.new_event_loop()
     tried = [0]
@@ -140,14 +151,11 @@ def test_hostile_native_events_never_stop_the_pump() -> None:
 
     async def start() -> tuple[str, asyncio.Task[Any]]:
         await harness.__aenter__()
-        info = await harness.oc.start_session("fuzz")
-        pump = harness.oc._pumps[None]
-        await asyncio.wait_for(pump.connected.wait(), 5)
+        info = await harness.oc.start_session("fuzz")  # returns once the stream is open
         task = next(t for t in asyncio.all_tasks() if t.get_name().endswith("pump:None"))
         return info.session_id, task
 
     root, pump_task = loop.run_until_complete(start())
-    pump = harness.oc._pumps[None]
 
     async def feed(line: bytes) -> None:
         tried[0] += 1
@@ -168,7 +176,7 @@ def test_hostile_native_events_never_stop_the_pump() -> None:
     def one(data: st.DataObject) -> None:
         loop.run_until_complete(feed(data.draw(hostile_lines(root))))
         assert not pump_task.done()
-        assert pump.reconnects == 0
+        assert len(fake.calls("GET", "/event")) == 1, "the event stream was reopened"
 
     async def finish() -> None:
         await harness.oc.send_turn("fuzz", "go [[script:ok]]")
@@ -184,5 +192,5 @@ def test_hostile_native_events_never_stop_the_pump() -> None:
     finally:
         loop.run_until_complete(fake.aclose())
         loop.close()
-    print(f"\nfuzz: {tried[0]} hostile native events fed, {pump.bad_events} skipped")
+    print(f"\nfuzz: {tried[0]} hostile native events fed, {skipped(harness.events)} skips reported")
     assert tried[0] >= EXAMPLES

@@ -17,6 +17,7 @@ from adapter import (
     Timeouts,
     TreeStopError,
 )
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, HookHandler, Permission, Text, Tool
 from tests.adapter_support import another_turn_completed, start_scripted_turn
 from tests.faults.conftest import FAST_RETRY
@@ -28,7 +29,6 @@ from tests.faults.harness import (
     closed_port,
     fast,
     read_request,
-    settle,
     wait_any,
 )
 
@@ -176,7 +176,7 @@ async def test_a_prompt_whose_response_is_lost_after_acceptance_keeps_its_turn(
 async def test_a_server_that_never_answers_times_out_per_attempt_with_a_typed_error() -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never answers (cancelled when the server closes)
 
     async with LoopbackServer(silent) as server:
         async with OpenCodeClient(server.url, timeout=0.1, retry=FAST_RETRY) as client:
@@ -192,14 +192,19 @@ async def test_a_server_that_never_answers_times_out_per_attempt_with_a_typed_er
 async def test_a_fake_handler_slower_than_the_client_timeout_times_out(
     fake: FakeOpenCodeServer,
 ) -> None:
+    answer = asyncio.Event()  # set once the client gave up: the handler was slower
+
     async def slow(request: httpx.Request) -> None:
-        await asyncio.sleep(0.6)
+        await answer.wait()
 
     fake.on("GET", "/global/health", slow)
     async with OpenCodeClient(fake.base_url, transport=fake.transport, timeout=0.1) as client:
         started = time.perf_counter()
-        with pytest.raises(RequestError, match="timed out"):
-            await client.health()
+        try:
+            with pytest.raises(RequestError, match="timed out"):
+                await client.health()
+        finally:
+            answer.set()
         assert time.perf_counter() - started < 0.5
 
 
@@ -408,10 +413,14 @@ async def test_a_run_that_ends_while_the_reconnect_reads_its_stored_messages_end
     read = fake.hold("GET", f"/session/{root}/message")
     reconnect.release()
     await read.wait_started()  # the reconcile found the root busy and reads
-    running = h.oc._registry.threads[T].turn
-    assert running is not None and running.turn_id == turn.turn_id
+    assert h.oc.session_info(T).active_turn_id == turn.turn_id
+    since = fake.event_count
     run_end.release()
-    await fake.wait_until(lambda: running.idle_before_echo, timeout=5)  # the idle, seen
+    await fake.wait_for_event(
+        "session.idle", lambda e: e["properties"]["sessionID"] == root, since=since, timeout=5
+    )
+    await caught_up(fake, h.oc)  # the idle, seen; the turn waits for the read's echo
+    assert h.oc.session_info(T).active_turn_id == turn.turn_id
     read.release()
     done = await h.rec.wait_for("turn.completed", timeout=5)
     assert done.turn_id == turn.turn_id and done.state == "completed"
@@ -511,7 +520,7 @@ async def test_an_external_server_vanishing_mid_turn_releases_every_waiter_with_
         stops = [asyncio.create_task(h.oc.interrupt_turn(T)) for _ in range(3)]
         await hold.wait_started()
         send = asyncio.create_task(h.oc.send_turn(T, "next"))
-        await settle()
+        await caught_up(fake, h.oc)
         started = time.perf_counter()
         await fake.aclose()  # the server is gone: streams end, requests are refused
         outcomes = await asyncio.gather(*stops, send, return_exceptions=True)

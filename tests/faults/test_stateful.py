@@ -24,7 +24,8 @@ checked after every step:
   for the active turn;
 * status outages (``GET /session/status`` failing for a while) and OpenCode's retry
   statuses (``Fail(retries=...)``) change none of the above;
-* on close: no task left (the adapter's task owner is empty), nothing in flight.
+* on close: no task of the adapter left (its tasks are named ``opencode-adapter:...``),
+  nothing in flight.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from adapter import (
     TurnStart,
     UnknownThreadError,
 )
+from adapter.testing import caught_up
 from adapter.testing.fake import (
     Fail,
     FakeOpenCodeServer,
@@ -73,7 +75,6 @@ from tests.faults.harness import (
     check_event_invariants,
     fast,
     root_of,
-    settle,
 )
 
 R = TypeVar("R")
@@ -102,6 +103,17 @@ CLOSED = (UnknownThreadError, SessionClosedError, TurnCancelledError)
 TIMEOUTS = fast(idle_confirm=5.0, idle_confirm_backoff_max=0.1)
 #: Seconds a thread running nothing endless has, at the end, to get ready.
 TURN_ENDS_WITHIN = 10.0
+#: The names of the adapter's background tasks start so (``asyncio.Task.get_name``).
+ADAPTER_TASK_PREFIX = "opencode-adapter:"
+
+
+def adapter_tasks() -> list[asyncio.Task[Any]]:
+    """The adapter's background tasks still pending in the running loop, by their name."""
+    return [
+        t
+        for t in asyncio.all_tasks()
+        if not t.done() and t.get_name().startswith(ADAPTER_TASK_PREFIX)
+    ]
 
 
 class AdapterMachine(RuleBasedStateMachine):
@@ -148,7 +160,6 @@ class AdapterMachine(RuleBasedStateMachine):
             self.fake.on("GET", "/session/status", self._status_outage)
             await self.oc.__aenter__()
             self.rec = Recorder(self.oc)
-            self.emitted_unrecorded = self.oc._registry.hub.emitted  # before the recorder
             for thread in ("a", "b"):  # most steps should find a live thread
                 self.roots.add((await self.oc.start_session(thread)).session_id)
                 self.live.add(thread)
@@ -167,22 +178,17 @@ class AdapterMachine(RuleBasedStateMachine):
     def status_of(self, thread: str) -> str | None:
         return next((i.status for i in self.oc.list_sessions() if i.thread_id == thread), None)
 
-    async def caught_up(self) -> None:
-        """The adapter's background tasks have run (``settle``) and the recorder has
-        every event emitted so far (on a loaded machine it may lag behind)."""
-        await settle()
-        hub = self.oc._registry.hub
-        while len(self.rec.events) < hub.emitted - self.emitted_unrecorded:
-            await asyncio.sleep(0)
+    def at_rest(self, check: Callable[[], None]) -> None:
+        """Run ``check`` once the adapter has caught up with the fake and the recorder has
+        every event emitted so far (``caught_up``), in the same step of the loop: once the
+        loop stopped, a timer of its last round may let the adapter move on (a settle
+        ending a turn), so phases read after ``run`` could be ahead of the events."""
 
-    def catch_up(self) -> None:
-        """Run the loop until, once it stopped, the recorder has every event emitted so
-        far: the loop's last round may let the adapter move on after ``caught_up()``
-        (a settle ending a turn), so the phases read next would be ahead of the events."""
-        while True:
-            self.run(self.caught_up())
-            if len(self.rec.events) >= self.oc._registry.hub.emitted - self.emitted_unrecorded:
-                return
+        async def caught_up_then_check() -> None:
+            await caught_up(self.fake, self.oc)
+            check()  # nothing else ran since caught_up found the loop idle
+
+        self.run(caught_up_then_check())
 
     async def _status_outage(self, request: httpx.Request) -> httpx.Response | None:
         if asyncio.get_running_loop().time() < self.status_down_until:
@@ -417,7 +423,9 @@ class AdapterMachine(RuleBasedStateMachine):
     def promises_hold(self) -> None:
         if self.closed or not hasattr(self, "oc"):
             return
-        self.catch_up()
+        self.at_rest(self.check_promises)
+
+    def check_promises(self) -> None:
         assert_consistent(self.oc, self.rec.events)
         check_event_invariants(self.rec.events, closed=False)
         for request in self.fake.requests:
@@ -429,11 +437,13 @@ class AdapterMachine(RuleBasedStateMachine):
     def status_is_the_phase(self) -> None:
         if self.closed or not hasattr(self, "oc"):
             return
-        self.catch_up()
+        self.at_rest(self.check_status)
+
+    def check_status(self) -> None:
         for info in self.oc.list_sessions():
             # no interrupt_turn runs between steps: never "stopping" here
             assert info.status in ("ready", "running"), info
-            assert info.status == self.oc._registry.threads[info.thread_id].lifecycle.phase.value
+            assert self.oc.session_info(info.thread_id) == info
             assert info.retry is None or info.status == "running", info
         active: dict[str, str | None] = {}
         for e in self.rec.events:
@@ -448,7 +458,9 @@ class AdapterMachine(RuleBasedStateMachine):
     def every_output_is_emitted(self) -> None:
         if self.closed or not hasattr(self, "oc"):
             return
-        self.catch_up()
+        self.at_rest(self.check_output)
+
+    def check_output(self) -> None:
         for info in self.oc.list_sessions():
             if info.status != "ready":
                 continue  # still running: not due yet
@@ -498,12 +510,12 @@ class AdapterMachine(RuleBasedStateMachine):
                 async def close() -> None:
                     self.status_down_until = 0.0
                     await self.oc.aclose()
-                    assert len(self.oc._registry.tasks) == 0
-                    await settle()
+                    assert adapter_tasks() == [], "aclose awaits every task it started"
+                    await caught_up(self.fake, self.oc)
                     assert self.fake.in_flight == 0
                     await self.rec.task
                     await self.fake.aclose()
-                    await settle()
+                    await caught_up(self.fake, self.oc)
 
                 self.run(close())
                 check_event_invariants(self.rec.events, closed=True)

@@ -241,7 +241,7 @@ async def test_stop_session_racing_interrupt_and_send_ends_in_one_clean_exit(
     tasks = {name: asyncio.create_task(calls[name]()) for name in order}
     if hold is not None:
         await hold.wait_started()
-        await asyncio.sleep(0.01)
+        await caught_up(fake, h.oc)  # the racing calls have run up to the held abort
         hold.release()
     async with asyncio.timeout(5):
         outcomes = dict(
