@@ -211,7 +211,10 @@ async def test_live_deltas_overlapping_the_read_back_leave_the_text_whole_and_on
     fake.script("slow", [Text(whole, chunks=40, delay=0.01)])
     root = await new_session(fake)
     await prompt(fake, root, "go [[script:slow]]")
-    deltas = lambda: sum(e["type"] == "message.part.delta" for e in fake.events)  # noqa: E731
+
+    def deltas() -> int:
+        return sum(e["type"] == "message.part.delta" for e in fake.events)
+
     await fake.wait_until(lambda: deltas() >= 5)
     release = hold_full_reads(fake, root)
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:

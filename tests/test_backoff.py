@@ -28,7 +28,7 @@ RECONNECT_FIRST, RECONNECT_MAX = 0.1, 5.0
 
 
 def step(first: float, most: float, n: int) -> float:
-    return min(first * 2 ** (n - 1), most)
+    return min(first * 2.0 ** (n - 1), most)
 
 
 def record_waits(monkeypatch: pytest.MonkeyPatch, end: str) -> list[float]:

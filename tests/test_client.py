@@ -291,7 +291,8 @@ async def test_prompt_async_body_and_it_is_never_retried(
         "agent": "build",
     }
     route.mock(return_value=httpx.Response(204))
-    assert await opencode_client.prompt_async("ses_a", "again") is None
+    await opencode_client.prompt_async("ses_a", "again")  # returns None (typed so)
+    assert route.call_count == 2 and route.calls.last.response.status_code == 204
 
 
 async def test_permission_and_question_replies(

@@ -67,21 +67,28 @@ def info_with(diffs: object) -> dict[str, Any]:
     return {"id": "msg_x", "role": "user", "summary": {"diffs": diffs}}
 
 
+def read_diffs(info: dict[str, Any]) -> tuple[tuple[FileDiff, ...], int]:
+    """``file_diffs`` of a message that has a diff summary (never ``None`` then)."""
+    read = file_diffs(info)
+    assert read is not None
+    return read
+
+
 def test_a_missing_or_malformed_diff_is_none_and_bad_entries_are_counted() -> None:
     assert file_diffs({"role": "user"}) is None
     assert file_diffs({"role": "user", "summary": True}) is None
     assert file_diffs(info_with("not a list")) is None
     good = {"file": "a", "additions": 1, "deletions": 0, "status": "added", "patch": "p"}
-    files, omitted = file_diffs(info_with([good, "x", {"file": 3}, {**good, "additions": -1}]))
+    files, omitted = read_diffs(info_with([good, "x", {"file": 3}, {**good, "additions": -1}]))
     assert [f.path for f in files] == ["a"] and omitted == 3
 
 
 def test_huge_patches_are_dropped_with_a_note_and_the_files_are_capped() -> None:
     huge = {"file": "big", "additions": 9, "deletions": 0, "patch": "x" * (MAX_PATCH_CHARS + 1)}
-    (big,), _ = file_diffs(info_with([huge]))
+    (big,), _ = read_diffs(info_with([huge]))
     assert (big.patch, big.patch_omitted, big.additions) == (None, True, 9)
     many = [{"file": f"f{i}", "additions": 1, "deletions": 0} for i in range(MAX_DIFF_FILES + 5)]
-    files, omitted = file_diffs(info_with(many))
+    files, omitted = read_diffs(info_with(many))
     assert (len(files), omitted) == (MAX_DIFF_FILES, 5)
 
 
@@ -135,8 +142,8 @@ async def test_a_turns_changed_files_are_sent_once_per_change_also_after_its_end
         turn = await oc.send_turn(T, "go [[script:root]]")
         await hold.wait_started()
         info = root_user_message(fake, root)
-        for diffs in ([], [A], [A], [A, B]):  # the empty start and a repeat are not sent
-            fake.emit("message.updated", summarised(info, diffs))
+        for changed in ([], [A], [A], [A, B]):  # the empty start and a repeat are not sent
+            fake.emit("message.updated", summarised(info, changed))
         fake.emit("session.diff", {"sessionID": root, "diff": []})
         hold.release()
         await rec.wait_for("turn.completed")

@@ -27,6 +27,8 @@ from adapter.testing.fake import FakeOpenCodeServer
 from tests.adapter_support import Recorder
 
 T = "thread-1"
+#: A value of the wrong type, passed on purpose where text is expected.
+NOT_TEXT: Any = 3
 
 
 def png_bytes() -> bytes:
@@ -91,7 +93,7 @@ def test_builders_make_the_parts_opencode_takes(tmp_path: Path) -> None:
     ("build", "field"),
     [
         (lambda p: text_part(""), "text is empty"),
-        (lambda p: text_part(3), "text must be a string"),
+        (lambda p: text_part(NOT_TEXT), "text must be a string"),
         (lambda p: file_part(b"x"), "file.mime is required"),
         (lambda p: file_part(b"x", mime="text"), "file.mime must look like"),
         (lambda p: file_part(b"", mime="text/plain"), "file is empty"),
