@@ -25,6 +25,7 @@ from tests.differential.language import (
     Prompt,
     Say,
     Scenario,
+    Turn,
     WaitIdle,
     fake_scripts,
     model_steps,
@@ -96,7 +97,10 @@ def test_unknown_ids_are_numbered_by_first_appearance() -> None:
 
 def test_usage_figures_keep_their_shape() -> None:
     norm = Normaliser()
-    tokens = {"tokens": {"input": 3, "output": 1, "cache": {"read": 0, "write": 0}}, "cost": 0}
+    tokens: dict[str, Any] = {
+        "tokens": {"input": 3, "output": 1, "cache": {"read": 0, "write": 0}},
+        "cost": 0,
+    }
     assert norm(tokens) == {
         "tokens": {"input": "<n>", "output": "<n>", "cache": {"read": "<n>", "write": "<n>"}},
         "cost": "<n>",
@@ -326,7 +330,11 @@ def test_a_background_call_gives_the_fake_a_script_per_run_of_the_parent() -> No
     """The real conversation goes on after a background child's result; the fake runs
     the turns after the parent's answer as the call's ``result_script``."""
     names = {"main": "run-main", "child": "run-child"}
-    turns = [CallTask("bg", "child", background=True), Say("at once"), Say("on the result")]
+    turns: list[Turn] = [
+        CallTask("bg", "child", background=True),
+        Say("at once"),
+        Say("on the result"),
+    ]
     scripts = fake_scripts("run-main", turns, names)
     assert list(scripts) == ["run-main", "run-main~1"]
     task, answer = scripts["run-main"]
@@ -388,7 +396,10 @@ def test_a_union_error_names_the_variant_the_value_meant() -> None:
     state = {"status": "error", "input": {}, "error": "x", "time": {"start": 1, "end": 2}}
     part = {"type": "tool", "tool": "bash", "callID": "c", "id": "prt_1", "sessionID": SES_A}
     part["messageID"] = MSG_A
-    event = {"type": "message.part.updated", "properties": {"sessionID": SES_A, "time": 1}}
+    event: dict[str, Any] = {
+        "type": "message.part.updated",
+        "properties": {"sessionID": SES_A, "time": 1},
+    }
     event["id"] = "evt_1"
     event["properties"]["part"] = {**part, "state": {**state, "title": "kept by the real server"}}
     assert spec().validate_event(event) == []  # SPEC_PATCHES: the real server sends it
