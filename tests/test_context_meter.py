@@ -15,9 +15,8 @@ from typing import Any
 
 import httpx
 
-from adapter import ModelCost, ModelInfo, OpenCodeAdapter, TurnUsage
+from adapter import Message, ModelCost, ModelInfo, OpenCodeAdapter, TurnUsage
 from adapter._client._context_limits import ContextLimits
-from adapter._client._responses import Message
 from adapter._turns._usage_meter import UsageMeter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
 from tests.adapter_support import Recorder, start_scripted_turn

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter._exceptions import InvalidInputError
+from adapter import InvalidInputError
 from adapter._server._directories import normalise_directory
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapter._client._responses import Message
+from adapter import Message
 from adapter._threads._turn_boundaries import is_server_written, turn_starts, unreverted
 
 SESSION = "ses_history"
