@@ -16,6 +16,7 @@ import httpx
 
 from adapter import ContentDelta, ItemCompleted, OpenCodeAdapter, Timeouts, TurnStarted
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
+from adapter.testing.pytest_plugin import AdapterFactory
 from tests.adapter_support import Recorder
 
 T = "thread"
@@ -163,30 +164,27 @@ async def test_a_sent_turns_id_is_derived_from_its_prompts_message_id(
 
 
 async def test_two_adapters_on_one_thread_name_its_turn_alike_and_either_stops_it(
-    fake: FakeOpenCodeServer,
+    fake: FakeOpenCodeServer, opencode_adapter_factory: AdapterFactory
 ) -> None:
     fake.script("long", [Text("from A"), Hang()])
     fake.script("next", [Text("the follow-up")])
-    async with (
-        OpenCodeAdapter(fake.base_url, transport=fake.transport) as a,
-        OpenCodeAdapter(fake.base_url, transport=fake.transport) as b,
-    ):
-        rec_a, rec_b = Recorder(a), Recorder(b)
-        root = (await a.start_session(T)).session_id
-        sent = await a.send_turn(T, "go [[script:long]]")
-        await fake.wait_hanging(root)
-        info = await b.start_session(T, resume=cursor(root))
-        assert info.status == "running" and info.active_turn_id == sent.turn_id
-        result = await b.interrupt_turn(T, sent.turn_id)
-        assert result.turn_id == sent.turn_id and result.partial.text == "from A"
-        ended = await rec_a.wait_for("turn.aborted")
-        assert ended.turn_id == sent.turn_id
-        assert ended.reason == "Aborted outside this adapter."
-        follow_up = await a.send_turn(T, "more [[script:next]]")
-        await rec_a.wait_for("turn.completed")
-        seen = await rec_b.wait_for("turn.completed")
-        await rec_a.close()
-        await rec_b.close()
+    a, b = await opencode_adapter_factory(), await opencode_adapter_factory()
+    rec_a, rec_b = Recorder(a), Recorder(b)
+    root = (await a.start_session(T)).session_id
+    sent = await a.send_turn(T, "go [[script:long]]")
+    await fake.wait_hanging(root)
+    info = await b.start_session(T, resume=cursor(root))
+    assert info.status == "running" and info.active_turn_id == sent.turn_id
+    result = await b.interrupt_turn(T, sent.turn_id)
+    assert result.turn_id == sent.turn_id and result.partial.text == "from A"
+    ended = await rec_a.wait_for("turn.aborted")
+    assert ended.turn_id == sent.turn_id
+    assert ended.reason == "Aborted outside this adapter."
+    follow_up = await a.send_turn(T, "more [[script:next]]")
+    await rec_a.wait_for("turn.completed")
+    seen = await rec_b.wait_for("turn.completed")
+    await rec_a.close()
+    await rec_b.close()
     assert seen.turn_id == follow_up.turn_id
     assert text(rec_b, follow_up.turn_id) == "the follow-up"
 
