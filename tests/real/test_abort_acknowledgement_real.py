@@ -21,6 +21,7 @@ from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
+from tests.real.waits import holds_for
 
 pytestmark = pytest.mark.real
 
@@ -92,8 +93,9 @@ async def test_the_stop_goes_on_by_the_acknowledgement_while_the_abort_answer_is
             assert result.stop is not None and result.stop.ok
             aborted = await rec.wait_for("turn.aborted")
             assert aborted.turn_id == turn.turn_id
-            await rec.settle()
-            assert len(rec.of("turn.aborted", T)) == 1
+            await holds_for(
+                0.2, lambda: len(rec.of("turn.aborted", T)) == 1, "the turn aborted once"
+            )
             assert rec.of("runtime.error", T) == [], "the acknowledgement is not an error"
             statuses = await client.status()
             assert info.session_id not in statuses or not statuses[info.session_id].is_busy

@@ -34,7 +34,7 @@ async def test_a_summarize_during_a_tool_step_ends_the_turn_with_a_reason(
                 await asyncio.sleep(0.02)
         summary = await oc.summarize_thread("t")
         aborted = await rec.wait_for("turn.aborted", timeout=30)
-        await rec.settle()
+        await rec.wait_for("thread.compacted", timeout=30)
     await rec.close()
 
     # the summary request carries no tools: the scripted model answers it like a title

@@ -15,6 +15,7 @@ from adapter import InvalidInputError, OpenCodeAdapter
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
+from tests.real.waits import holds_for
 
 pytestmark = pytest.mark.real
 
@@ -46,8 +47,11 @@ async def test_a_typo_is_refused_and_a_rejected_question_ends_the_run(
         assert resolved.decision == "rejected"
         done = await rec.wait_for("turn.completed", timeout=30)
         assert done.turn_id == turn.turn_id and done.state == "completed"
-        await rec.settle()
-        assert scripted_model.requests_after(rejected_at, [session_id]) == []  # the run ended
+        await holds_for(  # the run ended
+            0.2,
+            lambda: scripted_model.requests_after(rejected_at, [session_id]) == [],
+            "no model request after the reject",
+        )
         items = [e for e in rec.of("item.completed", "t") if e.tool == "question"]
         assert [e.status for e in items] == ["error"]
         assert "never said" not in "".join(e.delta for e in rec.of("content.delta", "t"))

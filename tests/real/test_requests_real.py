@@ -20,6 +20,7 @@ from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
 from tests.real.conftest import adapter_on, directory_http
+from tests.real.waits import holds_for
 
 pytestmark = pytest.mark.real
 
@@ -79,8 +80,11 @@ async def test_a_resumed_thread_announces_live_requests_but_not_ghosts(
             await oc.start_session("waiting", resume={"schema": 1, "session_id": waiting})
             opened = await rec.wait_for("request.opened", timeout=10)
             assert (opened.thread_id, opened.request_id) == ("waiting", live)
-            await asyncio.sleep(0.5)  # both recoveries have long finished
-            assert [e.request_id for e in rec.of("request.opened")] == [live]
+            await holds_for(  # both recoveries finish meanwhile
+                0.5,
+                lambda: [e.request_id for e in rec.of("request.opened")] == [live],
+                "only the live request announced",
+            )
             assert oc.pending_requests("waiting") == [opened]
             assert oc.pending_requests("stopped") == []  # a ghost is not open
             with pytest.raises(UnknownRequestError):
@@ -119,8 +123,7 @@ async def test_a_request_the_adapter_stopped_is_not_announced_again_on_resume(
         async with adapter_on(real_server) as later:
             rec = Recorder(later)
             await later.start_session("t", resume={"schema": 1, "session_id": session_id})
-            await asyncio.sleep(1.0)
-            assert rec.of("request.opened") == []
+            await holds_for(1.0, lambda: rec.of("request.opened") == [], "no request announced")
             await rec.close()
         assert len(scripted_model.requests) == requests_before  # the reject ran nothing
         assert session_id not in (await http.get("/session/status")).json()
@@ -173,8 +176,9 @@ async def test_a_request_stopped_by_interrupt_turn_is_never_announced_again(
         async with adapter_on(real_server) as later:
             rec = Recorder(later)
             await later.start_session("t", resume=resume)
-            await asyncio.sleep(1.0)  # the resume's request recovery has long finished
-            assert rec.of("request.opened") == []
+            await holds_for(  # the resume's request recovery finishes meanwhile
+                1.0, lambda: rec.of("request.opened") == [], "no request announced"
+            )
             await rec.close()
     finally:
         if request_id is not None:
@@ -243,7 +247,7 @@ async def test_a_grandchilds_request_answered_during_its_ancestry_lookup_is_not_
             async with asyncio.timeout(10):
                 while any(
                     t.get_name().endswith(":route-request") and not t.done()
-                    for t in oc._registry.tasks._tasks
+                    for t in asyncio.all_tasks()
                 ):
                     await asyncio.sleep(0.05)
             await caught_up(http, rec, root, f"{unique_name} settled")

@@ -8,21 +8,21 @@ import json
 
 import pytest
 
-from adapter import Event, EventStream, OpenCodeAdapter
+from adapter import Event, EventStream, OpenCodeAdapter, TurnStopped
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 
 pytestmark = pytest.mark.real
 
 
-def queued(stream: EventStream) -> list[Event]:
+async def queued(stream: EventStream) -> list[Event]:
+    """What ``stream`` holds now (its ``backlog``), read without waiting for more."""
     out: list[Event] = []
-    queue = stream._queue
-    while not queue.empty():
-        item = queue.get_nowait()
-        if item is None:
+    for _ in range(stream.backlog):
+        try:
+            out.append(await anext(stream))
+        except StopAsyncIteration:
             break
-        out.append(item)
     return out
 
 
@@ -54,14 +54,14 @@ async def test_a_late_subscriber_the_tree_and_the_stop_on_the_stream(
         assert [n.depth for n in tree] == [0, 1, 2]
         assert set(tree.busy) == {n.session_id for n in tree}, tree
 
-        seen = queued(everything)
+        seen = await queued(everything)
         started = next(e for e in seen if e.type == "turn.started")
         late = oc.events(name, after=started.event_id)
         result = await oc.interrupt_turn(name)
         assert result.stop is not None and result.stop.ok
 
-        live = queued(everything)
-        resumed = queued(late)
+        live = await queued(everything)
+        resumed = await queued(late)
         whole = seen + live
         cut = whole.index(started)
         assert [e.event_id for e in resumed] == [e.event_id for e in whole[cut + 1 :]]
@@ -71,7 +71,7 @@ async def test_a_late_subscriber_the_tree_and_the_stop_on_the_stream(
         stopping = next(e for e in live if e.type == "turn.stopping")
         assert stopping.turn_id == turn.turn_id
         assert types[-1] == "turn.stopped" and "turn.stop_failed" not in types
-        assert live[-1].stop is result.stop
+        assert isinstance(live[-1], TurnStopped) and live[-1].stop is result.stop
         for event in whole:
             assert json.loads(json.dumps(event.to_dict()))["event_id"] == event.event_id
         assert any(

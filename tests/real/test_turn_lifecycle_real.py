@@ -36,6 +36,7 @@ from tests.adapter_support import Recorder
 from tests.faults.harness import TERMINAL, TURN_OUTPUT, check_event_invariants
 from tests.real.conftest import directory_http
 from tests.real.test_infrastructure import chat_body, deltas, read_sse, stream_chat
+from tests.real.waits import holds_for
 
 pytestmark = pytest.mark.real
 
@@ -220,13 +221,17 @@ async def test_a_follow_up_around_the_run_end_is_never_lost(
                     interrupted=interrupted,
                 )
             )
-        await asyncio.sleep(0.3)  # anything late would arrive now
-        await rec.settle()
-        for i in range(TRIES):
-            assert f"answer {i} of the follow-up" in text_of(rec.events, f"f{i}")
-            assert_turns_end_once_after_their_output(rec.events, f"f{i}")
-            info = next(x for x in oc.list_sessions() if x.thread_id == f"f{i}")
-            assert (info.status, info.active_turn_id) == ("ready", None)
+
+        def every_follow_up_shown_once_and_ready() -> bool:
+            for i in range(TRIES):
+                assert f"answer {i} of the follow-up" in text_of(rec.events, f"f{i}")
+                assert_turns_end_once_after_their_output(rec.events, f"f{i}")
+                info = next(x for x in oc.list_sessions() if x.thread_id == f"f{i}")
+                assert (info.status, info.active_turn_id) == ("ready", None)
+            return True
+
+        # anything late would arrive in this window
+        await holds_for(0.3, every_follow_up_shown_once_and_ready, "every follow-up ready")
         assert not await server_busy(real_server) & {
             i.session_id for i in oc.list_sessions() if i.thread_id.startswith("f")
         }
@@ -315,12 +320,16 @@ async def test_the_continuation_after_an_automatic_compaction_is_the_turns_outpu
     ) as (_oc, rec, session_id, turn):
         ended = await rec.wait_for("turn.completed", timeout=60)
         assert ended.turn_id == turn.turn_id
-        await asyncio.sleep(0.5)  # anything late would arrive now
         async with OpenCodeClient(
             compacting_server.base_url, directory=str(compacting_server.directory)
         ) as client:
+            quiet_until = time.monotonic() + 0.5  # anything late would arrive meanwhile
+            while True:
+                assert session_id not in await client.status()
+                if time.monotonic() >= quiet_until:
+                    break
+                await asyncio.sleep(0.05)
             messages = await client.messages(session_id)
-            assert session_id not in await client.status()
     await rec.close()
 
     # the server did compact mid-turn and continued
@@ -357,7 +366,11 @@ async def test_a_turn_stopped_after_an_automatic_compaction_keeps_the_summary_ou
         result = await oc.interrupt_turn("t", turn_id=turn.turn_id)
         assert result.stop is not None and result.stop.ok
         await rec.wait_for("turn.aborted", timeout=10)
-        await asyncio.sleep(0.3)
+        await holds_for(  # anything late would arrive in this window
+            0.3,
+            lambda: text_of(rec.events, "t") == "before continuing still going",
+            "no text after the stop",
+        )
     await rec.close()
 
     summary = scripted_model.title_text

@@ -10,6 +10,7 @@ adapter.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -54,6 +55,14 @@ async def stored_usage(client: OpenCodeClient, root: str) -> dict[str, SessionUs
         found[sid] = total
         todo += [child.id for child in await client.children(sid)]
     return found
+
+
+def matching(usage: TurnUsage, stored: dict[str, SessionUsage]) -> bool:
+    try:
+        assert_matches(usage, stored)
+    except AssertionError:
+        return False
+    return True
 
 
 def assert_matches(usage: TurnUsage, stored: dict[str, SessionUsage]) -> None:
@@ -139,8 +148,18 @@ async def test_a_stopped_trees_usage_counts_the_subagents_spend(
         )
         result = await oc.interrupt_turn("t")
         aborted = await rec.wait_for("turn.aborted", timeout=30)
-        await asyncio.sleep(1.0)  # anything the server records late would be stored now
+        # What the server records late is stored soon after: wait until the stored sums
+        # match the turn's usage, then check every 50 ms for 1 s that nothing changes them.
         stored = await stored_usage(client, session_id)
+        async with asyncio.timeout(30):
+            while not matching(result.usage, stored):
+                await asyncio.sleep(0.05)
+                stored = await stored_usage(client, session_id)
+        quiet_until = time.monotonic() + 1.0
+        while time.monotonic() < quiet_until:
+            await asyncio.sleep(0.05)
+            stored = await stored_usage(client, session_id)
+            assert_matches(result.usage, stored)
         await rec.close()
 
     usage = result.usage
