@@ -61,6 +61,8 @@ class EventStream(AsyncIterator[Event], AsyncClosing):
 
     @property
     def backlog(self) -> int:
+        """How many events are queued for this stream and not read yet (at most
+        ``max_queue``: past it the stream ends with a ``stream.gap``)."""
         return self._queue.qsize()
 
     def _wants(self, event: Event) -> bool:
