@@ -18,7 +18,7 @@ Measured on 1.18.34 (2026-12-01, scripted model):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -63,11 +63,16 @@ async def source_thread(
             await rec.close()
 
 
+def of_turn(turn_id: str) -> Callable[[Any], bool]:
+    """A ``wait_for`` predicate: an event of turn ``turn_id``."""
+    return lambda event: bool(event.turn_id == turn_id)
+
+
 async def completed_turns(oc: OpenCodeAdapter, rec: Recorder, *texts: str) -> None:
     """Each of ``texts`` sent to thread ``source`` as a turn, and completed."""
     for text in texts:
         turn = await oc.send_turn("source", text)
-        await rec.wait_for("turn.completed", lambda e, t=turn.turn_id: e.turn_id == t, 30)
+        await rec.wait_for("turn.completed", of_turn(turn.turn_id), 30)
 
 
 def test_a_fork_at_a_message_copies_the_messages_before_it(

@@ -446,8 +446,11 @@ def test_abort_drops_hanging_model_request(
     assert last[0]["text"] == ""
     assert "end" not in last[0]["time"]
     assert opencode_http.get("/session/status").json()[session_id]["type"] == "busy"
-    time.sleep(0.2)
-    assert scripted_model.open_requests([session_id]) == [hanging]  # still holding
+    held_until = time.monotonic() + 0.2
+    while time.monotonic() < held_until:  # still holding, checked every 50 ms
+        assert scripted_model.open_requests([session_id]) == [hanging]
+        time.sleep(0.05)
+    assert scripted_model.open_requests([session_id]) == [hanging]
 
     aborted_at = time.monotonic()
     response = opencode_http.post(f"/session/{session_id}/abort")

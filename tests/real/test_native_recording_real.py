@@ -39,7 +39,8 @@ def comparable(events: list[Any], root: str) -> list[dict[str, Any]]:
         {k: v for k, v in e.to_dict().items() if k not in varying}
         for e in [*(e for e in events if e.type != "turn.usage"), *usage]
     ]
-    return json.loads(json.dumps(shown).replace(root, "ROOT"))
+    result: list[dict[str, Any]] = json.loads(json.dumps(shown).replace(root, "ROOT"))
+    return result
 
 
 async def test_a_real_turn_is_recorded_whole_and_its_replay_gives_the_same_events(

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter
+from adapter import OpenCodeAdapter, PermissionPreset
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, fake
-from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
+from adapter.testing.model import Step, Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
 from tests.real.conftest import directory_http
 
@@ -36,7 +36,7 @@ async def test_a_preset_decides_whether_bash_asks(
     real_server: RealOpenCodeServer,
     scripted_model: ScriptedModelServer,
     unique_name: str,
-    preset: str,
+    preset: PermissionPreset,
     asks: bool,
 ) -> None:
     bash_then_text(scripted_model, unique_name, "echo preset")
@@ -61,7 +61,7 @@ async def test_a_live_change_and_a_resume_re_apply_the_mode(
     # The scripted model answers by the number of assistant messages so far: the second
     # turn's first request is step 2.
     calls = [ToolCall("bash", {"command": f"echo {n}", "description": "run"}) for n in (1, 2)]
-    steps = [ToolCalls([calls[0]]), Text("ran"), ToolCalls([calls[1]]), Text("ran")]
+    steps: list[Step] = [ToolCalls([calls[0]]), Text("ran"), ToolCalls([calls[1]]), Text("ran")]
     scripted_model.script(unique_name, steps)
     async with OpenCodeAdapter(real_server.base_url, directory=str(real_server.directory)) as oc:
         rec = Recorder(oc)
