@@ -1,6 +1,6 @@
 """The fault suite's harness: an adapter on the fake server whose exit checks that nothing leaked.
 
-``Harness`` wraps one ``OpenCodeAdapter`` on a ``FakeOpenCodeServer`` with a ``Recorder``.
+``Harness`` wraps one ``OpenCodeAdapter`` on a ``FakeOpenCodeServer`` with an ``EventRecorder``.
 Leaving it (without an exception in the body) closes the adapter and the fake, then asserts:
 
 * no asyncio task created since entering is still pending,
@@ -26,8 +26,8 @@ from typing import Any, Self
 import httpx
 
 from adapter import Event, OpenCodeAdapter, Timeouts
+from adapter.testing import EventRecorder, caught_up
 from adapter.testing.fake import FakeOpenCodeServer
-from tests.adapter_support import Recorder
 
 TERMINAL = ("turn.completed", "turn.aborted")
 TURN_OUTPUT = ("content.delta", "item.started", "item.updated", "item.completed")
@@ -113,19 +113,10 @@ def assert_consistent(oc: OpenCodeAdapter, events: Sequence[Event] | None = None
                 assert from_events.get(info.thread_id) == info.active_turn_id, (info, from_events)
 
 
-async def settle(rounds: int = 30) -> None:
-    for _ in range(rounds):
-        await asyncio.sleep(0)
-
-
-async def wait_any(rec: Recorder, types: Sequence[str], timeout: float = 5.0) -> Event:
+async def wait_any(rec: EventRecorder, types: Sequence[str], timeout: float = 5.0) -> Event:
     """The first recorded event whose type is one of ``types``."""
-    async with asyncio.timeout(timeout):
-        while True:
-            for event in rec.events:
-                if event.type in types:
-                    return event
-            await asyncio.sleep(0.005)
+    event: Event = await rec.wait_for(lambda event: event.type in types, timeout=timeout)
+    return event
 
 
 class Harness:
@@ -142,7 +133,7 @@ class Harness:
         options = {"transport": self.fake.transport, **self.options}
         self.oc = OpenCodeAdapter(self.fake.base_url, **options)
         await self.oc.__aenter__()
-        self.rec = Recorder(self.oc)
+        self.rec = EventRecorder(self.oc)
         return self
 
     async def __aexit__(
@@ -154,7 +145,7 @@ class Harness:
         try:
             async with asyncio.timeout(15):
                 await self.oc.aclose()
-                await settle()
+                await caught_up(self.fake, self.oc)  # a cancelled request's handler has ended
                 self.in_flight_after_close = self.fake.in_flight
                 await self.rec.task  # ends with the adapter's event stream
                 await self.fake.aclose()
@@ -170,7 +161,7 @@ class Harness:
         return self.rec.events
 
     async def assert_clean(self) -> None:
-        await settle()
+        await caught_up(self.fake, self.oc)  # a task that is ending has ended
         # The current task runs this check (a fixture's teardown runs in a task of its own).
         current = asyncio.current_task()
         new = asyncio.all_tasks() - self.tasks_before
@@ -182,8 +173,9 @@ class Harness:
         check_event_invariants(self.events, closed=True)
 
     async def consistent(self) -> None:
-        """Mid-test check: settle, then thread state and the event log agree."""
-        await settle()
+        """Mid-test check: once the adapter has handled every event the fake published,
+        thread state and the event log agree."""
+        await caught_up(self.fake, self.oc)
         assert_consistent(self.oc, self.events)
         check_event_invariants(self.events, closed=False)
 

@@ -14,8 +14,7 @@ import httpx
 import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient
-from adapter.testing._real_server import RealOpenCodeServer
-from adapter.testing.model import ScriptedModelServer
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from tests.differential.language import BACKGROUND_SUBAGENTS_ENV, command_server_options
 
 
