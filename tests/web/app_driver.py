@@ -213,6 +213,10 @@ class SseClient:
 
 
 def subscribers(oc: OpenCodeAdapter) -> int:
+    """How many event subscriptions (``oc.events()``) are open: the web tests' one read of
+    the adapter's internals (its event hub's count). No public view counts a stream
+    that its consumer stopped reading but the app has not closed, which is what these
+    tests pin: every SSE response's subscription ends with the response."""
     return oc._registry.hub.subscribers
 
 

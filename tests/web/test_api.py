@@ -375,4 +375,4 @@ async def test_lone_surrogates_in_server_data_leave_every_json_answer_well_forme
 async def test_an_error_message_holding_a_lone_surrogate_is_well_formed() -> None:
     response = response_for(adapter.OpenCodeError(f"the server said {LONE}"))
     assert response.status_code == 502
-    assert SHOWN in json.loads(response.body.decode("utf-8"))["error"]["message"]
+    assert SHOWN in json.loads(bytes(response.body).decode("utf-8"))["error"]["message"]

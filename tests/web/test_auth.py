@@ -153,7 +153,7 @@ def test_create_app_refuses_bad_options(oc: OpenCodeAdapter) -> None:
 
     for kwargs in ({"token": ""}, {"max_queue": 0}, {"max_queue": True}, {"ping": -1}):
         with pytest.raises(InvalidInputError):
-            create_app(oc, **kwargs)  # type: ignore[arg-type]
+            create_app(oc, **kwargs)
     with pytest.raises(InvalidInputError):
         create_app(object())  # type: ignore[arg-type]
 

@@ -185,15 +185,20 @@ async def _run(
         watcher.cancel()
     assert aborted_at, "turn.aborted never came"
     stop_ended = aborted_at[0]  # emitted once interrupt_turn's stop has ended
-    await asyncio.sleep(QUIET)
+
+    async with OpenCodeClient(opencode.base_url, directory=str(opencode.directory)) as client:
+        tree = await _server_tree(client, root)
+        # For QUIET seconds, checked as they pass: no model request of the tree starts.
+        quiet_until = time.monotonic() + QUIET
+        while time.monotonic() < quiet_until:
+            late = model.requests_after(stop_ended, session_ids=tree)
+            assert not late, [r.describe() for r in late]
+            await asyncio.sleep(0.05)
+        busy = {sid for sid, st in (await client.status()).items() if st.is_busy}
 
     states = await page.evaluate("() => window.stopStates")
     assert "stopping…" in states, states
     assert await page.text_content("#stop-status") == "stopped"
-
-    async with OpenCodeClient(opencode.base_url, directory=str(opencode.directory)) as client:
-        tree = await _server_tree(client, root)
-        busy = {sid for sid, st in (await client.status()).items() if st.is_busy}
     assert len(tree) == 3, tree  # root -> level 1 -> level 2
     assert not busy & set(tree), f"still busy after Stop: {busy & set(tree)}"
 

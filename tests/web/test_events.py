@@ -54,7 +54,9 @@ async def test_each_frame_is_one_event_of_the_thread(
     assert frames[0].event == "turn.started" and frames[-1].json()["turn_id"] == turn_id
     assert "content.delta" in [f.event for f in frames]
     mine = recorded_ids(rec)
-    start = mine.index(frames[0].id)
+    first = frames[0].id
+    assert first is not None
+    start = mine.index(first)
     assert ids(frames) == mine[start : start + len(frames)]
 
 

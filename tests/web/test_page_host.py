@@ -60,6 +60,7 @@ async def test_one_subagent_is_stopped_from_its_row_and_the_rest_goes_on(
         await page.wait_for_selector("[data-request-id]")  # beta waits on the page
         alpha_id = await page.get_attribute(alpha, "data-session-id")
         beta_id = await page.get_attribute(beta, "data-session-id")
+        assert alpha_id is not None and beta_id is not None
         await page.click(f"{alpha} button")
         await page.wait_for_selector(f'{alpha}[data-state="stopped"]', timeout=15_000)
         assert set(aborted(fake)) == {alpha_id}

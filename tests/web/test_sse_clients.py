@@ -40,7 +40,7 @@ async def test_a_client_gone_with_a_backlog_stops_its_response_within_a_few_fram
     baseline = subscribers(oc)
     stalled = await open_events(slow=True)
     await burst(run_turn, "backlog")
-    assert oc._registry.hub.subscribers == baseline + 1
+    assert subscribers(oc) == baseline + 1
     await stalled.disconnect()
     assert stalled.sent_after_gone <= 3, f"{stalled.sent_after_gone} frames sent into the void"
     assert subscribers(oc) == baseline

@@ -7,6 +7,7 @@ import asyncio
 import httpx
 
 from adapter import OpenCodeAdapter
+from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Tool
 from tests.adapter_support import Recorder, held_abort, refuse
 
@@ -71,7 +72,7 @@ async def test_fifty_concurrent_stops_share_one_stop(
     hold = fake.hold("POST", f"/session/{root}/abort")
     clicks = [asyncio.create_task(app_client.post(f"/threads/{T}/stop")) for _ in range(50)]
     await hold.wait_started()
-    await asyncio.sleep(0.05)  # every click reaches interrupt_turn while the stop is held
+    await caught_up(fake, oc)  # every click reaches interrupt_turn while the stop is held
     assert (await app_client.get(f"/threads/{T}")).json()["status"] == "stopping"
     hold.release()
     responses = await asyncio.gather(*clicks)

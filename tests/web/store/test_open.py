@@ -17,13 +17,13 @@ async def test_a_path_or_an_sqlite_url_opens_that_file(
 ) -> None:
     path = tmp_path / "threads.sqlite3"
     monkeypatch.chdir(tmp_path)
-    target = {
+    targets: dict[str, str | Path] = {
         "path": str(path),
         "pathlike": path,
         "url": f"sqlite:///{path}",  # sqlite:////abs/path
         "relative": "sqlite:///threads.sqlite3",
-    }[form]
-    async with await open_store(target) as store:
+    }
+    async with await open_store(targets[form]) as store:
         assert isinstance(store, SqliteThreadStore)
         assert store.path == path
     assert path.is_file()

@@ -141,8 +141,8 @@ async def test_the_schema_is_created_once_by_workers_opening_together(backend: B
     else:
         import psycopg
 
-        with psycopg.connect(backend.target) as db:
-            seen = [str(v) for (v,) in db.execute("SELECT version FROM schema_version")]
+        with psycopg.connect(backend.target) as pg:
+            seen = [str(v) for (v,) in pg.execute("SELECT version FROM schema_version")]
     assert seen == ["1"]
 
 
