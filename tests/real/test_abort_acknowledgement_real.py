@@ -21,7 +21,7 @@ from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
-from tests.real.waits import holds_for
+from tests.real.waits import bash_printed, holds_for
 
 pytestmark = pytest.mark.real
 
@@ -83,7 +83,7 @@ async def test_the_stop_goes_on_by_the_acknowledgement_while_the_abort_answer_is
             await rec.wait_for(
                 "item.updated", lambda e: "sleep 30" in str(e.input.get("command")), timeout=30
             )
-            await asyncio.sleep(0.3)  # the bash process runs
+            await bash_printed(client, info.session_id, "started")  # the process runs
             async with asyncio.timeout(8):  # else: Timeouts.abort (10 s), and a failed stop
                 result = await oc.interrupt_turn(T)
             # (transport.answered: whether the server's answer had come before the

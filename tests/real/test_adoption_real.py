@@ -53,6 +53,7 @@ from adapter.testing.model import (
 from tests.adapter_support import Recorder
 from tests.faults.harness import check_event_invariants
 from tests.real.conftest import adapter_on, directory_http
+from tests.real.waits import text_part_stored
 
 pytestmark = pytest.mark.real
 
@@ -251,7 +252,8 @@ async def test_a_root_streaming_across_the_restart_ends_with_its_whole_text_once
     )
     said = await killed_host(real_server, scripted_model, name, 1, tmp_path / "host.err")
     streaming = await opened(scripted_model, name, 1)
-    await asyncio.sleep(0.5)  # a few chunks streamed before the restart (not asserted)
+    async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
+        await text_part_stored(c, said["session_id"], 1)  # streaming before the restart
     async with adapter_on(real_server) as oc:
         rec = Recorder(oc)
         resumed_at = time.monotonic()

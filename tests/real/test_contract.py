@@ -20,6 +20,7 @@ from adapter import AuthError, OpenCodeAdapter, OpenCodeClient, stop_tree
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
+from tests.real.waits import bash_printed
 
 pytestmark = pytest.mark.real
 
@@ -208,12 +209,12 @@ async def test_partial_results_survive_the_interrupt(
     sleepy = f"{unique_name}-s"
     scripted_model.script(sleepy, [ToolCalls([bash("echo started; sleep 30")])])
     # (The scripted model picks its script from a conversation's first message: new session.)
-    await oc.start_session("partial-2", title="partial 2")
+    partial_2 = await oc.start_session("partial-2", title="partial 2")
     await oc.send_turn("partial-2", "again " + script_marker(sleepy))
     await rec.wait_for(
         "item.updated", lambda e: "sleep 30" in str(e.input.get("command")), timeout=30
     )
-    await asyncio.sleep(0.3)
+    await bash_printed(opencode_client, partial_2.session_id, "started")  # the process runs
     second = await oc.interrupt_turn("partial-2")
     [killed] = [c for c in second.partial.tool_calls if c.tool == "bash"]
     assert killed.status == "interrupted"

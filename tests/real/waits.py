@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from adapter import OpenCodeClient
+
 #: Seconds between two checks of a window's condition.
 INTERVAL = 0.05
 
@@ -23,3 +25,42 @@ async def holds_for(seconds: float, condition: Callable[[], bool], what: str) ->
         if loop.time() >= deadline:
             return
         await asyncio.sleep(min(INTERVAL, max(0.0, deadline - loop.time())))
+
+
+async def bash_printed(
+    client: OpenCodeClient, session_id: str, text: str, *, timeout: float = 10.0
+) -> None:
+    """Poll the stored messages of ``session_id`` until a running ``bash`` part's output
+    (``metadata.output``, which OpenCode stores as the command prints) holds ``text``:
+    the process runs, so a stop now kills it rather than racing its start."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        for message in await client.messages(session_id):
+            for part in message.parts:
+                state = part.state
+                if part.tool == "bash" and state is not None:
+                    output = state.metadata.get("output")
+                    if isinstance(output, str) and text in output:
+                        return
+        if loop.time() >= deadline:
+            raise AssertionError(f"no bash part of {session_id} printed {text!r} in {timeout} s")
+        await asyncio.sleep(INTERVAL)
+
+
+async def text_part_stored(
+    client: OpenCodeClient, session_id: str, step: int, *, timeout: float = 10.0
+) -> None:
+    """Poll until the assistant message of model step ``step`` (0-based) of ``session_id``
+    has a text part: OpenCode stores a streaming text part at its start (and its end), so
+    the step's text has begun streaming."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        messages = await client.messages(session_id)
+        answers = [m for m in messages if m.info.role == "assistant"]
+        if len(answers) > step and any(p.type == "text" for p in answers[step].parts):
+            return
+        if loop.time() >= deadline:
+            raise AssertionError(f"no text part of {session_id} began in {timeout} s")
+        await asyncio.sleep(INTERVAL)
