@@ -34,6 +34,7 @@ from acp.schema import (
 
 from adapter import OpenCodeAdapter
 from adapter.acp import run_acp
+from adapter.testing import FakeOpenCodeServer, caught_up
 
 
 @dataclass
@@ -147,6 +148,20 @@ class Harness:
             if e.message.get("method") == "session/update"
             and e.message["params"]["sessionId"] == session_id
         ]
+
+
+async def all_said(harness: Harness, fake: FakeOpenCodeServer, adapter: OpenCodeAdapter) -> None:
+    """Until everything the agent says without a timer has reached the client.
+
+    The agent talks to the client over a socket pair, which ``caught_up`` cannot see
+    into. So: the adapter and the agent catch up with the fake (``caught_up``), a
+    round trip on the same ordered connection (``initialize``, which changes nothing)
+    brings every message the agent wrote before it and lets the agent read everything
+    the client wrote before it, and a second ``caught_up`` runs what that reading set
+    going (a late answer's request to the fake)."""
+    await caught_up(fake, adapter)
+    await harness.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+    await caught_up(fake, adapter)
 
 
 @contextlib.asynccontextmanager

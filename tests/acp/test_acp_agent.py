@@ -12,9 +12,9 @@ from acp import RequestError, text_block
 from acp.schema import PromptResponse
 
 from adapter import OpenCodeAdapter
-from adapter.testing import FakeOpenCodeServer
+from adapter.testing import FakeOpenCodeServer, caught_up
 from adapter.testing.fake import Fail, Hang, Permission, Question, Task, Text, Tool
-from tests.acp.client_side import Harness, connected
+from tests.acp.client_side import Harness, all_said, connected
 from tests.adapter_support import Recorder, busy_branch
 
 
@@ -89,8 +89,7 @@ async def test_cancel_of_a_nested_tree_answers_cancelled_after_the_whole_tree_st
     assert response.stop_reason == "cancelled"
     # The whole tree was idle when the prompt answered.
     assert len(fake.sessions) == 3 and not any(s.busy for s in fake.sessions.values())
-    await rec.settle()
-    await asyncio.sleep(0.1)
+    await all_said(acp_client, fake, oc)
     assert acp_client.updates_after_answer(sid) == []
     calls = acp_client.client.calls()
     # Every call the client saw has ended: the interrupted ones as failed, before the answer.
@@ -106,7 +105,7 @@ async def test_cancel_of_a_nested_tree_answers_cancelled_after_the_whole_tree_st
 
 
 async def test_every_cancel_answers_cancelled_even_when_the_turn_had_just_finished(
-    acp_client: Harness, fake: FakeOpenCodeServer
+    oc: OpenCodeAdapter, acp_client: Harness, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("quick", [Text("done")])
     sid = await acp_client.new_session()
@@ -115,7 +114,7 @@ async def test_every_cancel_answers_cancelled_even_when_the_turn_had_just_finish
         await asyncio.sleep(0)
         await acp_client.conn.cancel(session_id=sid)
         assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
-        await asyncio.sleep(0.05)
+        await all_said(acp_client, fake, oc)
         assert acp_client.updates_after_answer(sid) == []
     assert not any(s.busy for s in fake.sessions.values())
 
@@ -164,7 +163,7 @@ async def test_cancel_while_a_childs_permission_is_pending_withdraws_it(
     assert len(replies) == 1
     # The client answers late (as a client that missed the cancel would): ignored.
     ask.choose("accept")
-    await asyncio.sleep(0.1)
+    await all_said(acp_client, fake, oc)
     assert [r for r in fake.requests if r.path.startswith("/permission/")] == replies
     assert not any(s.busy for s in fake.sessions.values())
     assert acp_client.updates_after_answer(sid) == []
@@ -342,7 +341,7 @@ async def test_a_session_whose_thread_ended_can_be_loaded_again(
     await acp_client.conn.prompt(session_id=sid, prompt=[text_block("[[script:hello]]")])
     [thread] = oc.list_sessions()
     await oc.stop_session(thread.thread_id)
-    await asyncio.sleep(0.05)
+    await caught_up(fake, oc)  # the agent has heard the session.exited
     with pytest.raises(RequestError, match="has ended"):
         await acp_client.conn.prompt(session_id=sid, prompt=[text_block("again")])
     await acp_client.conn.load_session(cwd="/tmp/project", session_id=sid, mcp_servers=[])
@@ -352,7 +351,7 @@ async def test_a_session_whose_thread_ended_can_be_loaded_again(
 
 
 async def test_a_failed_stop_is_told_then_the_prompt_still_answers_cancelled(
-    acp_client: Harness, fake: FakeOpenCodeServer
+    oc: OpenCodeAdapter, acp_client: Harness, fake: FakeOpenCodeServer
 ) -> None:
     sid, running = await hanging_prompt(acp_client, fake)
     stuck = fake.add_session(parent_id=sid, busy=True)
@@ -361,7 +360,7 @@ async def test_a_failed_stop_is_told_then_the_prompt_still_answers_cancelled(
     assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
     text = acp_client.client.text()
     assert text.startswith("\n\n[Stop failed: ") and stuck in text
-    await asyncio.sleep(0.1)
+    await all_said(acp_client, fake, oc)
     assert acp_client.updates_after_answer(sid) == []
 
 

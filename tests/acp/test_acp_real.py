@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from typing import cast
 
@@ -37,7 +37,22 @@ pytestmark = pytest.mark.real
 # subagents its task tool creates; the agent's is).
 ASK_BASH = {"agent": {"general": {"permission": {"bash": "ask"}}}}
 RUNS = 5
-AFTER = 0.5
+AFTER = 0.5  # seconds after a cancelled prompt's answer in which no model request starts
+
+
+async def no_model_request_after(
+    model: ScriptedModelServer, answered: float, session_ids: Iterable[str], what: str = ""
+) -> None:
+    """For ``AFTER`` seconds, checked as they pass: no model request of ``session_ids``
+    started after ``answered`` (a real server: nothing to wait on but the clock)."""
+    sessions = list(session_ids)
+    quiet_until = time.monotonic() + AFTER
+    while True:
+        late = model.requests_after(answered, session_ids=sessions)
+        assert late == [], f"{what}model requests after the answer: {late}"
+        if time.monotonic() >= quiet_until:
+            return
+        await asyncio.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +129,7 @@ async def test_cancel_of_a_nested_task_tree_answers_cancelled_with_the_tree_idle
             assert response.stop_reason == "cancelled"
             busy = set(await oc.status())  # the non-idle sessions
             assert not busy & set(tree), f"run {run}: still busy after the answer: {busy}"
-            await asyncio.sleep(AFTER)
-            late = model.requests_after(answered, session_ids=tree)
-            assert late == [], f"run {run}: model requests after the answer: {late}"
+            await no_model_request_after(model, answered, tree, f"run {run}: ")
             last_answer = max(
                 i for i, e in enumerate(wire) if "stopReason" in str(e.message.get("result"))
             )
@@ -183,8 +196,7 @@ async def test_cancel_while_a_childs_permission_is_pending_resolves_it_and_stops
         pending = {r.id for r in await oc.pending_requests() if r.session_id in tree}
         assert pending == set()  # the stop withdrew it on the server
         ask.cancelled()  # what a client does for its open requests when it cancels
-        await asyncio.sleep(AFTER)
-        assert model.requests_after(answered, session_ids=tree) == []
+        await no_model_request_after(model, answered, tree)
         asked_call = client.calls().get(ask.tool_call.tool_call_id, {})
         assert asked_call.get("status") != "completed"  # the bash never ran
 
@@ -217,8 +229,7 @@ async def test_cancel_stops_children_created_through_the_api(
         answered = time.monotonic()
         assert response.stop_reason == "cancelled"
         assert not set(await oc.status()) & {sid, *kids}
-        await asyncio.sleep(AFTER)
-        assert model.requests_after(answered, session_ids=[sid, *kids]) == []
+        await no_model_request_after(model, answered, [sid, *kids])
 
 
 async def test_load_replays_a_session_in_a_new_agent_process(

@@ -191,9 +191,10 @@ async def test_mcp_servers_of_session_new_are_added_to_opencode_in_the_cwd(
 ) -> None:
     await acp_client.conn.initialize(protocol_version=1)
     init = await acp_client.conn.initialize(protocol_version=1)
+    assert init.agent_capabilities is not None
     mcp = init.agent_capabilities.mcp_capabilities
     assert mcp is not None and (mcp.http, mcp.sse) == (True, True)
-    servers = [
+    servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] = [
         McpServerStdio(
             name="files",
             command="/usr/bin/mcp-files",

@@ -34,7 +34,8 @@ async def test_list_names_the_root_sessions_of_a_cwd_newest_first_in_pages(
     rest = await acp_client.conn.list_sessions(cwd="/tmp/project", cursor=page.next_cursor)
     assert [s.session_id for s in rest.sessions] == [first]  # its subagent is not listed
     assert rest.next_cursor is None
-    assert rest.sessions[0].updated_at.endswith("Z")
+    updated_at = rest.sessions[0].updated_at
+    assert updated_at is not None and updated_at.endswith("Z")
 
 
 @pytest.mark.parametrize(

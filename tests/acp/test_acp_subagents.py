@@ -23,7 +23,7 @@ from tests.adapter_support import Recorder
 
 
 def aborted(fake: FakeOpenCodeServer) -> list[str]:
-    return [r.session_id for r in fake.requests if r.method == "POST" and r.path.endswith("/abort")]
+    return [r.session_id for r in fake.calls("POST", "/session/{id}/abort") if r.session_id]
 
 
 async def parallel_prompt(
