@@ -170,7 +170,8 @@ class FakeTarget:
             ),
             f"the assistant message of {session_id}",
         )
-        await asyncio.sleep(0.05)
+        # ... and its run is then in the turn's ``Hang`` step, the model call in flight.
+        await self.server.wait_hanging(session_id, timeout=WAIT)
 
     async def aclose(self) -> None:
         await self.server.aclose()

@@ -251,7 +251,8 @@ class WaitModelCall:
     """Wait until the session's model call is in flight (a ``Hangs`` turn has started).
 
     On a real server: the model request is open and OpenCode took in the stream's first
-    chunk (its ``step-start`` part); on the fake: the assistant message exists.
+    chunk (its ``step-start`` part); on the fake: the assistant message exists and the run
+    waits in its ``Hang`` step (``wait_hanging``).
     """
 
     session: str
