@@ -10,14 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from adapter.web import StoreError, StoreUnavailableError, ThreadExistsError, open_store
 from adapter.web._errors import response_for
-from adapter.web._store import (
-    SqliteThreadStore,
-    StoreError,
-    StoreUnavailableError,
-    ThreadExistsError,
-    open_store,
-)
+from adapter.web._store import SqliteThreadStore  # the SQLite backend itself: no public name
 from tests.web.store.conftest import make_record
 
 

@@ -23,8 +23,8 @@ from starlette.types import Receive, Scope, Send
 
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
-from adapter.web import create_app
-from adapter.web._store import SqliteThreadStore, ThreadStore
+from adapter.web import ThreadStore, create_app
+from adapter.web._store import SqliteThreadStore  # the SQLite backend itself: no public name
 from tests.adapter_support import Recorder
 from tests.web.app_driver import SseClient
 from tests.web.browser_support import blocked, chromium, serving

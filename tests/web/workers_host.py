@@ -16,8 +16,7 @@ import os
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter import OpenCodeAdapter
-from adapter.web import create_app
-from adapter.web._store import open_store
+from adapter.web import create_app, open_store
 
 
 class Host:

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from adapter.web._store import ThreadRecord
+from adapter.web import ThreadRecord
 from tests.web.store.postgres_server import PostgresServer, throwaway_postgres
 
 CURSOR = {"schema": 1, "session_id": "ses_0123456789abcdef", "directory": None}

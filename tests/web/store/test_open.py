@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from adapter import InvalidInputError
-from adapter.web._store import SqliteThreadStore, default_store_path, open_store
+from adapter.web import default_store_path, open_store
+from adapter.web._store import SqliteThreadStore  # the SQLite backend itself: no public name
 
 
 @pytest.mark.parametrize("form", ["path", "pathlike", "url", "relative"])

@@ -9,7 +9,7 @@ import traceback
 
 import pytest
 
-from adapter.web._store import StoreUnavailableError, open_store
+from adapter.web import StoreUnavailableError, open_store
 from tests.web.store.conftest import make_record
 from tests.web.store.postgres_server import PostgresServer
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from adapter import InvalidInputError, PermissionRule
-from adapter.web._store import ThreadRecord
+from adapter.web import ThreadRecord
 from tests.web.store.conftest import CURSOR, make_record
 
 

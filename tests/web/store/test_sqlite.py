@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from adapter.web._store import (
+from adapter.web import (
     CorruptRecordError,
-    SqliteThreadStore,
     StoreUnavailableError,
     ThreadExistsError,
     open_store,
 )
+from adapter.web._store import SqliteThreadStore  # the SQLite backend itself: no public name
 from tests.web.store.conftest import make_record
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -131,7 +131,7 @@ async def test_a_file_that_is_not_a_database_is_unavailable(tmp_path: Path) -> N
 
 _UNWRITABLE_CHILD = """
 import asyncio, sys
-from adapter.web._store import StoreUnavailableError, open_store
+from adapter.web import StoreUnavailableError, open_store
 from tests.web.store.conftest import make_record
 
 async def main():

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from adapter import PermissionRule
-from adapter.web._store import (
+from adapter.web import (
     CorruptRecordError,
     SchemaTooNewError,
     ThreadExistsError,
