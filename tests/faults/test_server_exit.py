@@ -42,12 +42,17 @@ class Stub:
         self.monkeypatch.setenv("FAULTS_STUB_MODE", mode)
 
     async def info(self) -> dict[str, Any]:
+        found: dict[str, Any] | None = None
         async with asyncio.timeout(5):
-            while True:
-                try:
-                    return dict(json.loads(self.pidfile.read_text()))
-                except (FileNotFoundError, ValueError):
-                    await asyncio.sleep(0.01)
+            while (found := self._read()) is None:  # the stub writes it as it starts
+                await asyncio.sleep(0.01)
+        return found
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(self.pidfile.read_text()))
+        except (FileNotFoundError, ValueError):
+            return None
 
     async def kill(self) -> int:
         pid = int((await self.info())["pid"])
