@@ -1,4 +1,9 @@
-"""Fixtures and helpers for adapter tests against the in-process fake server."""
+"""Helpers of the adapter tests on the in-process fake server: what the fake refuses,
+holds or emits on a test's word, scripted turns, the bodies it was sent, a replay.
+
+The fixtures themselves (``fake``, ``oc``, ``rec``) are the pytest plugin's
+(``tests/conftest.py`` names them); ``Recorder`` is the suite's name for the recorder
+the plugin ships."""
 
 from __future__ import annotations
 
@@ -15,13 +20,8 @@ from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook, Step, Text
 R = TypeVar("R")
 
 
-class Recorder(EventRecorder):
-    """The shipped recorder (``adapter.testing.EventRecorder``, the plugin's
-    ``opencode_events``), plus the project's own ``settle``."""
-
-    async def settle(self, rounds: int = 20) -> None:
-        for _ in range(rounds):
-            await asyncio.sleep(0)
+#: The shipped recorder (the plugin's ``opencode_events``, ``rec``), by the suite's name.
+Recorder = EventRecorder
 
 
 class SentBodies(Sequence[Any]):
@@ -125,4 +125,4 @@ async def replayed_turn(oc: OpenCodeAdapter, thread_id: str) -> AsyncIterator[Ev
 
 
 #: The ``record`` fixture: a recorder of any adapter, closed at the end of the test.
-Record = Callable[[OpenCodeAdapter], Recorder]
+Record = Callable[[OpenCodeAdapter], EventRecorder]

@@ -11,8 +11,9 @@ import pytest
 import respx
 
 from adapter import OpenCodeAdapter, Timeouts
+from adapter.testing import EventRecorder
 from adapter.testing.fake import FakeOpenCodeServer
-from tests.adapter_support import Record, Recorder
+from tests.adapter_support import Record
 from tests.mocked_tree_api import BASE
 
 #: tests/testing/test_pytest_plugin.py runs a host's tests of the shipped plugin in a subprocess.
@@ -88,7 +89,9 @@ def router() -> Iterator[respx.MockRouter]:
 # -- the adapter on the in-process fake: the plugin's fixtures, by their short names -----
 # ``adapter.testing.pytest_plugin`` makes, enters and closes the fake, the adapter and the
 # recorder; the suite only names them (``fake``, ``oc``, ``rec``) and sets their options
-# (``fake_options``, ``timeouts``), which a module or class overrides as before.
+# (``fake_options``, ``timeouts``), which a module or class overrides as before. A module
+# that needs other adapter options overrides ``opencode_adapter_options``, not ``oc``
+# (``rec`` records the plugin's adapter).
 
 
 @pytest.fixture
@@ -129,19 +132,19 @@ def oc(opencode_adapter: OpenCodeAdapter) -> OpenCodeAdapter:
 
 
 @pytest.fixture
-async def rec(oc: OpenCodeAdapter, record: Record) -> Recorder:
-    """Every canonical event ``oc`` emits during the test."""
-    return record(oc)
+def rec(opencode_events: EventRecorder) -> EventRecorder:
+    """Every canonical event ``oc`` emits during the test: the plugin's ``opencode_events``."""
+    return opencode_events
 
 
 @pytest.fixture
 async def record() -> AsyncIterator[Record]:
     """Records the events of another adapter than ``oc`` (one a test opens itself);
     every recorder is closed at the end of the test."""
-    made: list[Recorder] = []
+    made: list[EventRecorder] = []
 
-    def recorder_of(adapter: OpenCodeAdapter) -> Recorder:
-        made.append(Recorder(adapter))
+    def recorder_of(adapter: OpenCodeAdapter) -> EventRecorder:
+        made.append(EventRecorder(adapter))
         return made[-1]
 
     yield recorder_of
