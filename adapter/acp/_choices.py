@@ -20,7 +20,9 @@ and nothing reaches OpenCode.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from acp.schema import (
     AvailableCommand,
@@ -59,6 +61,30 @@ def _short(text: str | None) -> str | None:
     return line if len(line) <= _MAX_DESCRIPTION else line[: _MAX_DESCRIPTION - 1] + "…"
 
 
+def _select(
+    config_id: str,
+    name: str,
+    category: Literal["model", "mode"] | None,
+    current: str,
+    values: Iterable[tuple[str, str, str | None]],
+) -> SessionConfigOptionSelect:
+    """One select of ``configOptions``: ``values`` are ``(value, name, description)``.
+
+    A ``None`` category or description is left out of the JSON, as an omitted one: the
+    SDK writes its answers and notifications with ``exclude_none``."""
+    return SessionConfigOptionSelect(
+        id=config_id,
+        name=name,
+        category=category,
+        type="select",  # given, not defaulted: answers are written with ``exclude_unset``
+        current_value=current,
+        options=[
+            SessionConfigSelectOption(value=value, name=shown, description=description)
+            for value, shown, description in values
+        ],
+    )
+
+
 @dataclass(slots=True)
 class Choices:
     """One session's offer (from the server's inventory) and its current choices."""
@@ -83,42 +109,19 @@ class Choices:
         return self.agent if self.agent_chosen else None
 
     def config_options(self) -> list[SessionConfigOptionSelect]:
-        models = [SessionConfigSelectOption(value=DEFAULT, name="Default (server config)")]
-        models += [SessionConfigSelectOption(value=k, name=v) for k, v in self.models.items()]
-        options = [
-            SessionConfigOptionSelect(
-                id=MODEL,
-                name="Model",
-                category="model",
-                type="select",
-                current_value=self.model,
-                options=models,
-            )
-        ]
+        models = [(DEFAULT, "Default (server config)", None)]
+        models += [(k, v, None) for k, v in self.models.items()]
+        options = [_select(MODEL, "Model", "model", self.model, models)]
         if self.agent is not None:
-            options.append(
-                SessionConfigOptionSelect(
-                    id=AGENT,
-                    name="Agent",
-                    category="mode",
-                    type="select",
-                    current_value=self.agent,
-                    options=[
-                        SessionConfigSelectOption(value=k, name=k, description=_short(d))
-                        for k, d in self.agents.items()
-                    ],
-                )
-            )
+            agents = [(k, k, _short(d)) for k, d in self.agents.items()]
+            options.append(_select(AGENT, "Agent", "mode", self.agent, agents))
         options.append(
-            SessionConfigOptionSelect(
-                id=PERMISSION_MODE,
-                name="Permission mode",
-                type="select",
-                current_value=self.permission_mode,
-                options=[
-                    SessionConfigSelectOption(value=v, name=n, description=d)
-                    for v, n, d in self._permission_modes()
-                ],
+            _select(
+                PERMISSION_MODE,
+                "Permission mode",
+                None,
+                self.permission_mode,
+                self._permission_modes(),
             )
         )
         return options
