@@ -59,6 +59,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .._base._ids import is_session_id
 from .._base._unicode import well_formed
@@ -156,6 +157,14 @@ class _Task:
 
     def usage(self) -> SessionUsage:
         return sum(self.spent.values(), SessionUsage())
+
+
+class _TaskEventIds(TypedDict):
+    """What every ``task.*`` event of one task names: its thread, turn and session."""
+
+    thread_id: str
+    turn_id: str | None
+    session_id: str
 
 
 class SubagentTasks:
@@ -363,9 +372,7 @@ class SubagentTasks:
         tool, text = task.doing
         self._emit(
             TaskUpdated(
-                thread_id=self._thread_id,
-                turn_id=task.turn_id,
-                session_id=task.session_id,
+                **self._ids_of(task),
                 tool=tool,
                 text=text,
                 retry=retry,
@@ -410,6 +417,13 @@ class SubagentTasks:
         for task in list(self._open.values()):
             self._end(task, "stopped", error=DETACHED)
 
+    def _ids_of(self, task: _Task) -> _TaskEventIds:
+        return {
+            "thread_id": self._thread_id,
+            "turn_id": task.turn_id,
+            "session_id": task.session_id,
+        }
+
     def _announce(self, task: _Task) -> None:
         task.held = False
         if task.announced:
@@ -424,9 +438,7 @@ class SubagentTasks:
             agent = parsed[1] if parsed else None
         self._emit(
             TaskStarted(
-                thread_id=self._thread_id,
-                turn_id=task.turn_id,
-                session_id=task.session_id,
+                **self._ids_of(task),
                 parent_session_id=task.parent_id,
                 item_id=call.item_id if call is not None else None,
                 description=description,
@@ -453,9 +465,7 @@ class SubagentTasks:
         self._ended.add(task.session_id)
         self._emit(
             TaskCompleted(
-                thread_id=self._thread_id,
-                turn_id=task.turn_id,
-                session_id=task.session_id,
+                **self._ids_of(task),
                 status=status,
                 result=bounded(result),
                 error=bounded(error),

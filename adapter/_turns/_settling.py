@@ -261,16 +261,11 @@ class Settling:
         overdue = work.overdue(time.monotonic(), self._registry.timeouts.echo)
         for child in overdue:
             work.due.pop(child, None)
-            self._registry.emit(
-                RuntimeWarningEvent(
-                    thread_id=thread.thread_id,
-                    turn_id=turn.turn_id,
-                    message=(
-                        f"background subagent {child} ended but its result did not reach "
-                        f"its parent within {self._registry.timeouts.echo:g} s; the turn ends "
-                        "without it"
-                    ),
-                )
+            self._warn(
+                thread,
+                turn,
+                f"background subagent {child} ended but its result did not reach its parent "
+                f"within {self._registry.timeouts.echo:g} s; the turn ends without it",
             )
         tree_busy = any(statuses[sid].is_busy for sid in thread.tree.sessions if sid in statuses)
         return work.outstanding or tree_busy
@@ -375,19 +370,21 @@ class Settling:
     def _fail(self, thread: ThreadState, turn: Turn, name: str, error: str) -> None:
         self._end(thread, turn, TurnEnding("failed", error=error, error_name=name))
 
+    def _warn(self, thread: ThreadState, turn: Turn, message: str) -> None:
+        """A ``runtime.warning`` about ``turn``: how it ends is not what the host expects."""
+        self._registry.emit(
+            RuntimeWarningEvent(thread_id=thread.thread_id, turn_id=turn.turn_id, message=message)
+        )
+
     def _status_unanswered(self, thread: ThreadState, turn: Turn) -> None:
         """Status kept failing for ``idle_confirm`` seconds after an idle: end the turn
         on what the stream said, and say that it could not be confirmed."""
         seconds = self._registry.timeouts.idle_confirm
-        self._registry.emit(
-            RuntimeWarningEvent(
-                thread_id=thread.thread_id,
-                turn_id=turn.turn_id,
-                message=(
-                    f"the turn's end could not be confirmed: GET /session/status kept "
-                    f"failing for {seconds:g} s after the session went idle"
-                ),
-            )
+        self._warn(
+            thread,
+            turn,
+            f"the turn's end could not be confirmed: GET /session/status kept failing for "
+            f"{seconds:g} s after the session went idle",
         )
         if turn.run_finished:
             self._end_settled(thread, turn)
