@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import uuid
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 import respx
 
 from adapter import OpenCodeAdapter, Timeouts
-from adapter.testing import EventRecorder
+from adapter.testing import EventRecorder, RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.fake import FakeOpenCodeServer
 from tests.adapter_support import Record
 from tests.mocked_tree_api import BASE
@@ -150,3 +152,40 @@ async def record() -> AsyncIterator[Record]:
     yield recorder_of
     for recorder in made:
         await recorder.close()
+
+
+# -- the real server: tests/real/ and the real tests of other folders (``-m real``) -------
+# Session-scoped: a start costs a few seconds. Tests that share them script names of their
+# own (``unique_name``).
+
+
+@pytest.fixture(scope="session")
+def scripted_model(real_opencode_model: ScriptedModelServer) -> ScriptedModelServer:
+    """The scripted OpenAI-compatible model of the session: the plugin's
+    ``real_opencode_model``."""
+    return real_opencode_model
+
+
+@pytest.fixture(scope="session")
+def real_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A real OpenCode server (no password) whose only model is ``scripted_model``. Not the
+    plugin's ``real_opencode``, which skips without a binary: here a missing binary fails."""
+    with RealOpenCodeServer(scripted_model.base_url) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def command_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A real OpenCode server like ``real_server`` whose configuration has the slash
+    commands ``hello`` (run in the session) and ``sub`` (a ``subtask``, run as a ``task``
+    child): ``tests.differential.language.COMMANDS``."""
+    from tests.differential.language import command_server_options
+
+    with RealOpenCodeServer(scripted_model.base_url, **command_server_options()) as server:
+        yield server
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A script-name prefix unique to this test (scripts are shared per model server)."""
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '-', request.node.name)}-{uuid.uuid4().hex[:6]}"

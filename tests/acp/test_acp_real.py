@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from typing import cast
@@ -56,21 +55,9 @@ async def no_model_request_after(
 
 
 @pytest.fixture(scope="module")
-def scripted_model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as model:
-        yield model
-
-
-@pytest.fixture(scope="module")
 def asking_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
     with RealOpenCodeServer(scripted_model.base_url, config_overrides=ASK_BASH) as server:
         yield server
-
-
-@pytest.fixture
-def unique_name(request: pytest.FixtureRequest) -> str:
-    """Script names of this test only (the model server is shared by the module)."""
-    return f"acp-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}".replace("[", "-").replace("]", "")
 
 
 @asynccontextmanager

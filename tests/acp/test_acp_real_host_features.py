@@ -5,8 +5,6 @@ commands (``hello``, ``sub``: ``tests.differential.language.COMMANDS``)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from acp import text_block
@@ -15,27 +13,8 @@ from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, ModelRequest, Text, ToolCalls, script_marker, task_call
 from tests.acp.test_acp_real import agent
-from tests.differential.language import command_server_options
 
 pytestmark = pytest.mark.real
-
-
-@pytest.fixture(scope="module")
-def scripted_model() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as model:
-        yield model
-
-
-@pytest.fixture(scope="module")
-def command_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
-    with RealOpenCodeServer(scripted_model.base_url, **command_server_options()) as server:
-        yield server
-
-
-@pytest.fixture
-def unique_name(request: pytest.FixtureRequest) -> str:
-    """Script names of this test only (the model server is shared by the module)."""
-    return f"acp24-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
 
 
 def opencode(server: RealOpenCodeServer) -> OpenCodeClient:

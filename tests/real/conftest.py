@@ -1,13 +1,12 @@
-"""Fixtures that run a real ``opencode serve`` against a scripted model.
+"""Fixtures of the tests on a real ``opencode serve``: more servers and clients of them.
 
-Both servers are session-scoped: starting OpenCode costs a few seconds. Tests
-that share them must use script names of their own (see ``unique_name``).
+The session's model and servers (``scripted_model``, ``real_server``, ``command_server``)
+and ``unique_name`` are in ``tests/conftest.py``: the real tests of ``tests/acp`` and
+``tests/web`` share them. Tests that share a server use script names of their own.
 """
 
 from __future__ import annotations
 
-import re
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -15,21 +14,7 @@ import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from tests.differential.language import BACKGROUND_SUBAGENTS_ENV, command_server_options
-
-
-@pytest.fixture(scope="session")
-def scripted_model() -> Iterator[ScriptedModelServer]:
-    """A scripted OpenAI-compatible model server shared by the whole session."""
-    with ScriptedModelServer() as model:
-        yield model
-
-
-@pytest.fixture(scope="session")
-def real_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
-    """A real OpenCode server (no password) whose only model is ``scripted_model``."""
-    with RealOpenCodeServer(scripted_model.base_url) as server:
-        yield server
+from tests.differential.language import BACKGROUND_SUBAGENTS_ENV
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +24,6 @@ def background_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenC
     ``"background": true`` (``task_call(..., background=True)``) runs its child while the
     root goes on. One server per module that uses it (a start costs a few seconds)."""
     with RealOpenCodeServer(scripted_model.base_url, extra_env=BACKGROUND_SUBAGENTS_ENV) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def command_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
-    """A real OpenCode server like ``real_server`` whose configuration has the slash
-    commands ``hello`` (run in the session) and ``sub`` (a ``subtask``, run as a ``task``
-    child): ``tests.differential.language.COMMANDS``."""
-    with RealOpenCodeServer(scripted_model.base_url, **command_server_options()) as server:
         yield server
 
 
@@ -83,9 +59,3 @@ async def opencode_client(real_server: RealOpenCodeServer) -> AsyncIterator[Open
     """The adapter's client on ``real_server``, in its directory."""
     async with OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as c:
         yield c
-
-
-@pytest.fixture
-def unique_name(request: pytest.FixtureRequest) -> str:
-    """A script-name prefix unique to this test (scripts are shared per model server)."""
-    return f"{re.sub(r'[^A-Za-z0-9_.-]', '-', request.node.name)}-{uuid.uuid4().hex[:6]}"
