@@ -33,7 +33,7 @@ The self-tests at the end pin what each rule flags and what it lets pass.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -271,14 +271,7 @@ def test_no_settle_calls() -> None:
 
 # -- what each rule flags and lets pass ---------------------------------------------------
 
-
-def _found(check: object, source: str) -> list[str]:
-    assert callable(check)
-    return [o.what for o in check(ast.parse(source), "t.py")]
-
-
-def test_private_reads_flags_private_attributes_and_modules_but_not_self_or_dunders() -> None:
-    source = """
+PRIVATE_SOURCE = """
 from adapter._stream._hub import EventStream
 from adapter.cli import _web, amain
 from adapter.testing import caught_up
@@ -291,16 +284,8 @@ class C:
 oc._registry.threads
 point._replace(x=1)
 """
-    assert _found(private_reads, source) == [
-        "from adapter._stream._hub import EventStream",
-        "from adapter.cli import _web, amain",
-        "import adapter._base._ids",
-        "oc._registry",
-    ]
 
-
-def test_fixed_sleeps_flags_literal_waits_outside_polling_loops_only() -> None:
-    source = """
+SLEEP_SOURCE = """
 from asyncio import sleep as nap
 
 async def f(delay: float) -> None:
@@ -326,14 +311,35 @@ async def f(delay: float) -> None:
         if done():
             break
 """
-    assert _found(fixed_sleeps, source) == [
-        "asyncio.sleep(0.05)",
-        "nap(1)",
-        "asyncio.sleep(0.01)",
-        "asyncio.sleep(0.5)",
-    ]
+
+SETTLE_SOURCE = "await settle()\nawait rec.settle(50)\nawait caught_up(fake, oc)\n_settle()\n"
+
+Check = Callable[[ast.AST, str], Iterator[Offence]]
 
 
-def test_settle_calls_flags_the_function_and_the_method() -> None:
-    source = "await settle()\nawait rec.settle(50)\nawait caught_up(fake, oc)\n_settle()\n"
-    assert _found(settle_calls, source) == ["settle()", "rec.settle(50)"]
+@pytest.mark.parametrize(
+    ("check", "source", "flagged"),
+    [
+        (
+            private_reads,
+            PRIVATE_SOURCE,
+            [
+                "from adapter._stream._hub import EventStream",
+                "from adapter.cli import _web, amain",
+                "import adapter._base._ids",
+                "oc._registry",
+            ],
+        ),
+        (
+            fixed_sleeps,
+            SLEEP_SOURCE,
+            ["asyncio.sleep(0.05)", "nap(1)", "asyncio.sleep(0.01)", "asyncio.sleep(0.5)"],
+        ),
+        (settle_calls, SETTLE_SOURCE, ["settle()", "rec.settle(50)"]),
+    ],
+    ids=["private-reads", "fixed-sleeps", "settle-calls"],
+)
+def test_each_rule_flags_what_it_says_and_nothing_else(
+    check: Check, source: str, flagged: list[str]
+) -> None:
+    assert [o.what for o in check(ast.parse(source), "t.py")] == flagged
