@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar, cast
 
 from .._base._ids import checked_id, validate_id
+from .._base._json_fields import optional_string
 from .._logging import get_logger
 
 __all__ = [
@@ -66,13 +67,8 @@ def _slot_builder(cls: type[_T], *names: str) -> Callable[..., _T]:
     return build
 
 
-def _str(data: Mapping[str, Any], key: str, *, optional: bool = False) -> str | None:
-    value = data.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"field {key!r} is not a string")
-    return value
+def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    return optional_string(data, key, lambda _: ValueError(f"field {key!r} is not a string"))
 
 
 def _num(data: Mapping[str, Any], key: str) -> float | None:
@@ -95,7 +91,7 @@ class Health:
         healthy = obj.get("healthy")
         if not isinstance(healthy, bool):
             raise ValueError("field 'healthy' is not a boolean")
-        return cls(healthy=healthy, version=_str(obj, "version", optional=True))
+        return cls(healthy=healthy, version=_opt_str(obj, "version"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +119,7 @@ class Session:
             id=session_id,
             parent_id=parent_id,
             title=title if isinstance(title, str) else "",
-            directory=_str(obj, "directory", optional=True),
+            directory=_opt_str(obj, "directory"),
             created=created if created is not None else 0.0,
             updated=_num(time, "updated"),
             raw=obj,
@@ -156,9 +152,7 @@ class SessionStatus:
         return cls(
             type=cast(StatusType, kind),
             attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
-            message=_str(obj, "message", optional=True)
-            if isinstance(obj.get("message"), str)
-            else None,
+            message=_opt_str(obj, "message") if isinstance(obj.get("message"), str) else None,
             next=_num(obj, "next") if not isinstance(obj.get("next"), bool) else None,
         )
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from .._base._json_fields import WrongValue, optional_string, required_string
 from .._base._unicode import well_formed, well_formed_data
 from .._exceptions import InvalidInputError
 from ._usage import TurnUsage
@@ -303,19 +304,15 @@ def _as_obj(value: object) -> Mapping[str, Any]:
 
 
 def _req_str(data: Mapping[str, Any], key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise InvalidInputError(f"field {key!r} is not a string")
-    return value
+    return required_string(data, key, _not_a_string(key))
 
 
 def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInputError(f"field {key!r} is not a string")
-    return value
+    return optional_string(data, key, _not_a_string(key))
+
+
+def _not_a_string(key: str) -> WrongValue:
+    return lambda _: InvalidInputError(f"field {key!r} is not a string")
 
 
 # --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import msgspec
 from starlette.requests import Request
 
 from adapter._base._ids import is_session_id
+from adapter._base._json_fields import optional_string
 from adapter._base._unicode import has_surrogates, surrogate_path
 
 from ._errors import ApiError, invalid
@@ -178,12 +179,10 @@ def path_session_id(request: Request) -> str:
 
 def optional_str(body: dict[str, Any], name: str) -> str | None:
     """A string field that may be absent (or null) but, when given, is not empty."""
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise invalid(name, f"{name} must be a string, not {_kind(value)}")
-    if not value.strip():
+    value = optional_string(
+        body, name, lambda wrong: invalid(name, f"{name} must be a string, not {_kind(wrong)}")
+    )
+    if value is not None and not value.strip():
         raise invalid(name, f"{name} must not be empty")
     return value
 
