@@ -22,12 +22,13 @@ import httpx
 
 from .._exceptions import AuthError, NotFoundError, OpenCodeError, RequestError, TreeStopError
 from .._logging import configure_logging
-from ._acp import acp_command, add_acp_parser
+from . import _acp, _inventory, _web
+from ._acp import acp_command, add_acp_arguments
 from ._commands import run_command, stop_command, tree_command
 from ._demo import demo_command
-from ._inventory import add_inventory_parser, inventory_command
+from ._inventory import add_inventory_arguments, inventory_command
 from ._render import Out
-from ._web import Terminated, add_web_parser, web_command
+from ._web import Terminated, add_web_arguments, web_command
 
 __all__ = ["amain", "main"]
 
@@ -78,9 +79,33 @@ def _parser() -> argparse.ArgumentParser:
         "demo", parents=[common], help="the whole story: a real tree, Stop, and proof"
     )
     demo.add_argument("--fake", action="store_true", help="use the in-process fake server")
-    add_web_parser(sub, common)
-    add_acp_parser(sub, common)
-    add_inventory_parser(sub, common)
+
+    # The commands whose module says at length what they do: their ``--help`` shows the
+    # module's docstring as written; each module adds only its own options.
+    for name, summary, module, add_arguments in (
+        ("web", "serve the stop-button page and its API (adapter.web)", _web, add_web_arguments),
+        (
+            "acp",
+            "serve the Agent Client Protocol over stdio (for ACP editors)",
+            _acp,
+            add_acp_arguments,
+        ),
+        (
+            "inventory",
+            "models (limits, prices), agents, commands, skills and MCP servers",
+            _inventory,
+            add_inventory_arguments,
+        ),
+    ):
+        add_arguments(
+            sub.add_parser(
+                name,
+                parents=[common],
+                help=summary,
+                description=module.__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
+        )
     return parser
 
 

@@ -26,9 +26,9 @@ from typing import TextIO
 from .._adapter import OpenCodeAdapter
 from .._logging import WellFormedFormatter, configure_logging, get_logger
 from .._server._binary import find_opencode_binary
-from ._commands import documented_command, password_from, url_from
+from ._commands import password_from, url_from
 
-__all__ = ["acp_command", "add_acp_parser"]
+__all__ = ["acp_command", "add_acp_arguments"]
 
 _log = get_logger("adapter.acp")
 #: The signals a host stops an agent with. Their default action ends the process at
@@ -38,17 +38,8 @@ _STOP_SIGNALS = tuple(
 )
 
 
-def add_acp_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register ``acp`` on the ``opencode-tree`` parser."""
-    acp = documented_command(
-        sub,
-        common,
-        "acp",
-        help="serve the Agent Client Protocol over stdio (for ACP editors)",
-        doc=__doc__,
-    )
+def add_acp_arguments(acp: argparse.ArgumentParser) -> None:
+    """``acp``'s own options (the common ones and its ``--help`` come from the package)."""
     acp.add_argument(
         "--log-file",
         metavar="PATH",

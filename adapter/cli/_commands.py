@@ -34,25 +34,6 @@ from ._render import Out, partial_lines, report_tree, session_tree
 __all__ = ["run_command", "stop_command", "tree_command"]
 
 
-def documented_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    common: argparse.ArgumentParser,
-    name: str,
-    *,
-    help: str,
-    doc: str | None,
-) -> argparse.ArgumentParser:
-    """A subcommand with the common options whose ``--help`` shows ``doc`` (its module's
-    docstring) as written."""
-    return sub.add_parser(
-        name,
-        parents=[common],
-        help=help,
-        description=doc,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
 def password_from(args: argparse.Namespace) -> str | None:
     """The password comes from an environment variable named on the command line, never argv."""
     name = getattr(args, "password_env", None)

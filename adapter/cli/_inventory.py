@@ -25,10 +25,10 @@ from rich.text import Text
 
 from .._client._inventory import ModelInfo, ServerInventory
 from .._timeouts import Timeouts
-from ._commands import adapter_from, documented_command, url_from
+from ._commands import adapter_from, url_from
 from ._render import Out, printable
 
-__all__ = ["add_inventory_parser", "inventory_command"]
+__all__ = ["add_inventory_arguments", "inventory_command"]
 
 #: The longest server string a table cell shows (names, descriptions, errors).
 CELL_LIMIT = 200
@@ -37,16 +37,8 @@ _NAME_LIMIT = 80
 _PARTS = ("models", "agents", "commands", "skills", "mcp", "version")
 
 
-def add_inventory_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    parser = documented_command(
-        sub,
-        common,
-        "inventory",
-        help="models (limits, prices), agents, commands, skills and MCP servers",
-        doc=__doc__,
-    )
+def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
+    """``inventory``'s own options (the common ones and its ``--help`` come from the package)."""
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="bound of each part's read (seconds)"
     )

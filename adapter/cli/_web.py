@@ -41,7 +41,7 @@ from .._client._base_url import is_loopback
 from .._exceptions import InvalidInputError
 from .._server._binary import find_opencode_binary, free_port
 from .._types._events import SessionStarted
-from ._commands import documented_command, password_from, url_from
+from ._commands import password_from, url_from
 from ._render import Out
 from ._web_worker import (
     STORE_ENV,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Terminated",
-    "add_web_parser",
+    "add_web_arguments",
     "describe_store",
     "listen_settings",
     "store_target",
@@ -99,13 +99,8 @@ class ListenSettings:
         return f"http://{shown}:{self.port}/{fragment}"
 
 
-def add_web_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register ``web`` on the ``opencode-tree`` parser."""
-    web = documented_command(
-        sub, common, "web", help="serve the stop-button page and its API (adapter.web)", doc=__doc__
-    )
+def add_web_arguments(web: argparse.ArgumentParser) -> None:
+    """``web``'s own options (the common ones and its ``--help`` come from the package)."""
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
     web.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: a free port"
