@@ -116,29 +116,25 @@ def create_app(
         finally:
             await threads.aclose()
 
+    # The API, in matching order: each route's failures take the one error shape (_guard).
+    api_routes = (
+        ("POST", "/threads", api.create_thread),
+        ("GET", "/threads", api.list_threads),
+        ("GET", "/inventory", api.inventory),
+        ("GET", "/threads/{thread_id}", api.get_thread),
+        ("POST", "/threads/{thread_id}/turns", api.send_turn),
+        ("POST", "/threads/{thread_id}/stop", api.stop),
+        ("POST", "/threads/{thread_id}/fork", api.fork),
+        ("POST", "/threads/{thread_id}/commands", api.run_command),
+        ("POST", "/threads/{thread_id}/subagents/{session_id}/stop", api.stop_subagent),
+        ("GET", "/threads/{thread_id}/events", api.events),
+        ("GET", "/threads/{thread_id}/tree", api.tree),
+        ("POST", "/threads/{thread_id}/requests/{request_id}", api.reply),
+    )
     routes: list[BaseRoute] = [
         Route("/", _page, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR, check_dir=False), name="static"),
-        Route("/threads", _guard(api.create_thread), methods=["POST"]),
-        Route("/threads", _guard(api.list_threads), methods=["GET"]),
-        Route("/inventory", _guard(api.inventory), methods=["GET"]),
-        Route("/threads/{thread_id}", _guard(api.get_thread), methods=["GET"]),
-        Route("/threads/{thread_id}/turns", _guard(api.send_turn), methods=["POST"]),
-        Route("/threads/{thread_id}/stop", _guard(api.stop), methods=["POST"]),
-        Route("/threads/{thread_id}/fork", _guard(api.fork), methods=["POST"]),
-        Route("/threads/{thread_id}/commands", _guard(api.run_command), methods=["POST"]),
-        Route(
-            "/threads/{thread_id}/subagents/{session_id}/stop",
-            _guard(api.stop_subagent),
-            methods=["POST"],
-        ),
-        Route("/threads/{thread_id}/events", _guard(api.events), methods=["GET"]),
-        Route("/threads/{thread_id}/tree", _guard(api.tree), methods=["GET"]),
-        Route(
-            "/threads/{thread_id}/requests/{request_id}",
-            _guard(api.reply),
-            methods=["POST"],
-        ),
+        *(Route(path, _guard(handler), methods=[method]) for method, path, handler in api_routes),
     ]
     # Outermost first: every answer gets the headers, and the guard refuses a
     # request before the token check or any route sees it.
