@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -27,7 +27,7 @@ from rich.panel import Panel
 
 from .._adapter import OpenCodeAdapter
 from .._client import OpenCodeClient
-from .._server._binary import find_opencode_binary, find_project_root
+from .._server._binary import PINNED_VERSION, find_opencode_binary, find_project_root
 from .._types._records import InterruptResult
 from ..testing import RealOpenCodeServer
 from ..testing.fake import FakeOpenCodeServer
@@ -70,15 +70,19 @@ class _RecordingTransport(httpx.AsyncBaseTransport):
 
 @dataclass
 class _Backend:
-    kind: str
+    """Where the story runs: a real ``opencode serve`` driven by the scripted ``model``,
+    or the in-process ``fake`` (``banner`` says why it stands in)."""
+
     base_url: str
     directory: str | None
     transport: _RecordingTransport
     model: ScriptedModelServer | None = None
     fake: FakeOpenCodeServer | None = None
     banner: str | None = None
-    version: str = "1.18.34"
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return "real" if self.fake is None else "fake"
 
 
 def _real_binary_available(out: Out) -> tuple[bool, str | None]:
@@ -119,7 +123,6 @@ async def _backend(args: argparse.Namespace, out: Out) -> AsyncIterator[_Backend
             await asyncio.to_thread(server.start)
             try:
                 yield _Backend(
-                    "real",
                     server.base_url,
                     str(server.directory),
                     _RecordingTransport(httpx.AsyncHTTPTransport()),
@@ -135,7 +138,6 @@ async def _backend(args: argparse.Namespace, out: Out) -> AsyncIterator[_Backend
     )
     try:
         yield _Backend(
-            "fake",
             fake.base_url,
             None,
             _RecordingTransport(fake.transport),
@@ -196,7 +198,7 @@ async def _story(backend: _Backend, args: argparse.Namespace, out: Out) -> dict[
     assert result.stop is not None
     return {
         "backend": backend.kind,
-        "opencode_version": backend.version,
+        "opencode_version": PINNED_VERSION,
         "root_session_id": root,
         "unrelated_session_id": unrelated.id,
         "tree": [
