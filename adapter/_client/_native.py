@@ -633,17 +633,20 @@ def _delta(props: _Props, raw: _Props) -> NativeEvent:
     )
 
 
+def _array(value: object) -> list[Any]:
+    """A descriptive array field's entries (none when it is no array): the caller keeps
+    those of the shape it shows and drops the others, never the event."""
+    return value if isinstance(value, list) else []
+
+
 def _permission_asked(props: _Props, raw: _Props) -> NativeEvent:
-    patterns = props.get("patterns")
     tool = props.get("tool")
     tool = tool if isinstance(tool, Mapping) else {}
     return PermissionAsked(
         request_id=checked_id("per", props.get("id")),
         session_id=checked_id("ses", props.get("sessionID")),
         permission=_opt_str(props.get("permission")),
-        patterns=tuple(p for p in patterns if isinstance(p, str))
-        if isinstance(patterns, list)
-        else (),
+        patterns=tuple(p for p in _array(props.get("patterns")) if isinstance(p, str)),
         tool_message_id=_opt_str(tool.get("messageID")),
         tool_call_id=_opt_str(tool.get("callID")),
         raw=raw,
@@ -660,25 +663,21 @@ def _permission_replied(props: _Props, raw: _Props) -> NativeEvent:
 
 
 def _question_asked(props: _Props, raw: _Props) -> NativeEvent:
-    questions = props.get("questions")
     return QuestionAsked(
         checked_id("que", props.get("id")),
         checked_id("ses", props.get("sessionID")),
-        tuple(q for q in questions if isinstance(q, Mapping))
-        if isinstance(questions, list)
-        else (),
+        tuple(q for q in _array(props.get("questions")) if isinstance(q, Mapping)),
         raw,
     )
 
 
 def _question_replied(props: _Props, raw: _Props) -> NativeEvent:
-    answers = props.get("answers")
     return QuestionReplied(
         checked_id("que", props.get("requestID")),
         checked_id("ses", props.get("sessionID")),
-        tuple(tuple(str(x) for x in a) for a in answers if isinstance(a, list))
-        if isinstance(answers, list)
-        else (),
+        tuple(
+            tuple(str(x) for x in a) for a in _array(props.get("answers")) if isinstance(a, list)
+        ),
         raw,
     )
 
