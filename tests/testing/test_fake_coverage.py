@@ -66,7 +66,7 @@ async def routed_operations() -> set[tuple[str, str]]:
             # A session of its own per operation: DELETE and abort must not affect the next.
             session = (await client.post("/session", json={"title": "coverage"})).json()
             path = fill(template, {**PLACEHOLDERS, "sessionID": session["id"]})
-            body = None if method in ("GET", "DELETE") else {}
+            body: dict[str, Any] | None = None if method in ("GET", "DELETE") else {}
             request = client.build_request(method, path, json=body)
             response = await asyncio.wait_for(client.send(request, stream=True), 5)
             await response.aclose()

@@ -425,8 +425,8 @@ async def test_error_bodies_match_the_real_server(fake_http: httpx.AsyncClient) 
         'Expected a string starting with "per", got "abc"\n  at ["requestID"]', "Params"
     )
     question = "/question/que_ffffffffffffZZZZZZZZZZZZZZ"
-    for action, body in (("reply", {"answers": [["a"]]}), ("reject", None)):
-        assert await call("POST", f"{question}/{action}", json=body) == (
+    for action, answer in (("reply", {"answers": [["a"]]}), ("reject", None)):
+        assert await call("POST", f"{question}/{action}", json=answer) == (
             404,
             {
                 "_tag": "QuestionNotFoundError",
@@ -605,8 +605,8 @@ async def test_listing_spans_directories_unless_the_query_names_one(
     assert {s["id"] for s in listed} == {mine, theirs, other}
     only = (await fake_http.get("/session", params={"directory": OTHER + "/"})).json()
     assert [s["id"] for s in only] == [other]
-    both = {"params": {"directory": OTHER}, "headers": {DIR: HOME}}
-    assert [s["id"] for s in (await fake_http.get("/session", **both)).json()] == [other]
+    both = await fake_http.get("/session", params={"directory": OTHER}, headers={DIR: HOME})
+    assert [s["id"] for s in both.json()] == [other]
     # Routes that name a session answer it in any directory.
     got = await fake_http.get(f"/session/{other}", headers={DIR: HOME})
     assert got.status_code == 200
@@ -649,13 +649,13 @@ async def test_status_and_pending_requests_are_those_of_the_request_directory(
     assert wrong.status_code == 404
     assert wrong.json()["_tag"] == "QuestionNotFoundError"
     assert len(fake.sessions[asker].pending_requests) == 1
-    right = {"headers": {DIR: OTHER}}
+    right = {DIR: OTHER}
     ok = await fake_http.post(
-        f"/permission/{permission['id']}/reply", json={"reply": "once"}, **right
+        f"/permission/{permission['id']}/reply", json={"reply": "once"}, headers=right
     )
     assert (ok.status_code, ok.json()) == (200, True)
     ok = await fake_http.post(
-        f"/question/{question['id']}/reply", json={"answers": [["A"]]}, **right
+        f"/question/{question['id']}/reply", json={"answers": [["A"]]}, headers=right
     )
     assert (ok.status_code, ok.json()) == (200, True)
     await idle(fake, asker)

@@ -45,8 +45,8 @@ def brief(event: JSON) -> str:
             return f"tool {part['state']['status']}"
         if part["type"] == "step-finish":
             return f"finish {part['reason']}"
-        return part["type"]
-    return kind
+        return str(part["type"])
+    return str(kind)
 
 
 def briefs(stream: EventLog, session_id: str) -> list[str]:
