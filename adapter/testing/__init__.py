@@ -5,7 +5,8 @@
   (steps in :mod:`adapter.testing.fake`).
 - :class:`ScriptedModelServer` — an OpenAI-compatible model on 127.0.0.1 that a
   real ``opencode serve`` can use offline (steps in :mod:`adapter.testing.model`).
-- :class:`RealOpenCodeServer` — a real, isolated, offline ``opencode serve``.
+- :class:`RealOpenCodeServer` — a real, isolated, offline ``opencode serve``;
+  :data:`PINNED_VERSION` is the release ``make opencode`` installs and the fake emulates.
 - :class:`EventRecorder` — every canonical event of an adapter, recorded for a test to
   wait on (``wait_for``) and read (``of``, ``types``, ``of_turn``).
 - :func:`caught_up` — wait until an adapter has handled every event the fake published
@@ -23,12 +24,13 @@ See ``docs/testing.md``.
 """
 
 from ._caught_up import caught_up
-from ._real_server import RealOpenCodeServer, find_opencode_binary, free_port
+from ._real_server import PINNED_VERSION, RealOpenCodeServer, find_opencode_binary, free_port
 from ._recorder import EventRecorder
 from .fake import FakeOpenCodeServer, RecordedRequest
 from .model import ModelRequest, ScriptedModelServer, script_marker
 
 __all__ = [
+    "PINNED_VERSION",
     "EventRecorder",
     "FakeOpenCodeServer",
     "ModelRequest",

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing._real_server import PINNED_VERSION
+from adapter.testing import PINNED_VERSION, RealOpenCodeServer, ScriptedModelServer
 from tests.differential.compare import compare, report
 from tests.differential.driver import FakeTarget, RealTarget, record_both
 from tests.differential.language import Scenario, auto_compaction_server_options

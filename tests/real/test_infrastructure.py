@@ -19,8 +19,12 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter.testing import RealOpenCodeServer, find_opencode_binary, free_port
-from adapter.testing._real_server import PINNED_VERSION
+from adapter.testing import (
+    PINNED_VERSION,
+    RealOpenCodeServer,
+    find_opencode_binary,
+    free_port,
+)
 from adapter.testing.model import (
     Hang,
     HttpError,
