@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient, SessionUsage, TurnUsage
-from adapter._client._native import message_usage
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Step, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
@@ -42,6 +42,22 @@ def bash(command: str) -> ToolCalls:
     return ToolCalls([ToolCall("bash", {"command": command, "description": command})])
 
 
+def message_usage(info: Mapping[str, Any]) -> SessionUsage:
+    """A stored assistant message's tokens and cost, read from its ``info`` as the server
+    stores it (``tokens.input``, ``tokens.cache.read``, ``cost``, ...), independently of the
+    adapter's own reading."""
+    tokens = info.get("tokens") or {}
+    cache = tokens.get("cache") or {}
+    return SessionUsage(
+        input_tokens=int(tokens.get("input", 0)),
+        output_tokens=int(tokens.get("output", 0)),
+        reasoning_tokens=int(tokens.get("reasoning", 0)),
+        cache_read_tokens=int(cache.get("read", 0)),
+        cache_write_tokens=int(cache.get("write", 0)),
+        cost=float(info.get("cost", 0)),
+    )
+
+
 async def stored_usage(client: OpenCodeClient, root: str) -> dict[str, SessionUsage]:
     """Each session of the tree -> the sum of its stored assistant messages."""
     found: dict[str, SessionUsage] = {}
@@ -51,7 +67,7 @@ async def stored_usage(client: OpenCodeClient, root: str) -> dict[str, SessionUs
         total = SessionUsage()
         for message in await client.messages(sid):
             if message.info.role == "assistant":
-                total += SessionUsage.of(message_usage(message.info.raw))
+                total += message_usage(message.info.raw)
         found[sid] = total
         todo += [child.id for child in await client.children(sid)]
     return found
