@@ -61,6 +61,14 @@ class EventLog:
             while sum(1 for e in self.of(session_id) if e["type"] == type) < count:
                 await asyncio.sleep(0.001)
 
+    async def wait_for_latest(self, fake: FakeOpenCodeServer) -> None:
+        """Wait until the log holds the last event ``fake`` published: it then holds all the
+        fake has said so far (a stream gets its directory's events in order), so a check of
+        the log's tail sees any event that came after the one awaited. The last event must
+        be one this log's stream gets (its directory's, published after it started)."""
+        last = fake.events[-1]["id"]
+        await self.wait_for(lambda e: e.get("id") == last)
+
     def of(self, session_id: str) -> list[JSON]:
         return [e for e in self.events if e["properties"].get("sessionID") == session_id]
 

@@ -172,7 +172,12 @@ async def test_a_blocking_prompt_in_the_window_answers_with_its_own_run(
     await hold.wait_started()
     body = {"parts": [{"type": "text", "text": "again [[script:second]]"}]}
     blocking = asyncio.create_task(fake_http.post(f"/session/{sid}/message", json=body))
-    await asyncio.sleep(0.01)
+    await fake.wait_until(
+        lambda: bool(fake.calls("POST", f"/session/{sid}/message")),
+        description="the blocking prompt reached the fake",
+    )
+    # A later request's whole round trip: the prompt, received first, has been routed.
+    await fake_http.get("/session/status")
     assert not blocking.done()
     hold.release()
     answer = (await blocking).json()
@@ -380,7 +385,7 @@ async def test_status_answers_retry_while_it_lasts_and_an_abort_ends_it_quietly(
     mark = len(stream.of(sid))
     assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     await stream.wait_count("session.idle", sid, 1)
-    await asyncio.sleep(0.01)
+    await stream.wait_for_latest(fake)
     # Measured: the message completes without an error, then one idle pair.
     assert briefs(stream, sid)[mark:] == ["assistant+", "status idle", "session.idle"]
     assert (await fake_http.get("/session/status")).json() == {}
@@ -414,7 +419,8 @@ async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
     await fake.restart()
 
     assert len(fake.events) == mark  # nothing said about the vanished runs
-    await asyncio.sleep(0.01)
+    async with asyncio.timeout(2.0):
+        await stream.ended.wait()
     assert isinstance(stream.error, httpx.RemoteProtocolError)
     assert (await fake_http.get("/session/status")).json() == {}
     assert (await fake_http.get("/permission")).json() == []
@@ -429,7 +435,7 @@ async def test_a_restart_ends_runs_silently_and_leaves_them_incomplete(
     try:
         assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
         await fresh.wait_for(lambda e: e["type"] == "session.idle")
-        await asyncio.sleep(0.01)
+        await fresh.wait_for_latest(fake)
         assert [brief(e) for e in fresh.events] == [
             "server.connected",
             "status idle",

@@ -5,7 +5,6 @@ See :mod:`tests.testing.fake_support` for how the tests talk to it.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 
@@ -457,10 +456,8 @@ async def test_abort_cascades_to_task_child_but_not_api_children(
     api_child = (await new_session(fake_http, parentID=root))["id"]
     await prompt(fake_http, api_child, "[[script:hang]]")
     await prompt(fake_http, root, "[[script:root]]")
-    await fake.wait_until(lambda: len(fake.sessions[root].children) == 2)
-    task_child = fake.sessions[root].children[1]
-    await fake.wait_until(lambda: fake.sessions[task_child].messages[-1].role == "assistant")
-    await asyncio.sleep(0.01)
+    # The task child (the newest, after the API child) hangs: the abort finds it mid-run.
+    _, _, task_child = await fake.wait_for_tree(root, sessions=3, hanging=True)
     status = (await fake_http.get("/session/status")).json()
     assert set(status) == {root, api_child, task_child}
 
@@ -503,7 +500,7 @@ async def test_abort_drops_queued_prompts_and_busy_flag_sessions(
     sid = await hanging_session(fake_http, fake)
     await prompt(fake_http, sid, "queued")
     await fake_http.post(f"/session/{sid}/abort")
-    await asyncio.sleep(0.01)
+    await log.wait_for_latest(fake)  # the abort's events, read back over the stream
     assert not fake.sessions[sid].busy
     roles = [m.role for m in fake.sessions[sid].messages]
     assert sorted(roles) == ["assistant", "user", "user"]  # the queued prompt never ran
