@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import pytest
 
-import adapter
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import (
     Fail,
@@ -20,7 +19,6 @@ from adapter.testing.fake import (
     Text,
     Tool,
 )
-from adapter.web._errors import response_for
 from tests.adapter_support import Recorder, refuse
 from tests.web.app_driver import THREAD_ROUTES
 from tests.web.conftest import AskColor
@@ -370,9 +368,3 @@ async def test_lone_surrogates_in_server_data_leave_every_json_answer_well_forme
     tree = await app_client.get("/threads/t/tree")
     assert tree.status_code == 200, tree.text
     assert well_formed_json(tree)["sessions"][1]["title"].startswith(f"explore {SHOWN}")
-
-
-async def test_an_error_message_holding_a_lone_surrogate_is_well_formed() -> None:
-    response = response_for(adapter.OpenCodeError(f"the server said {LONE}"))
-    assert response.status_code == 502
-    assert SHOWN in json.loads(bytes(response.body).decode("utf-8"))["error"]["message"]
