@@ -39,6 +39,12 @@ THREAD_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/requests/per_1", {"decision": "accept"}),
 ]
 
+#: The body limits ``docs/web.md`` documents ("Bodies and thread ids"): bodies up to
+#: ``MAX_BODY_BYTES`` = 4 MiB, JSON nested up to ``MAX_JSON_DEPTH`` = 32 levels. The tests
+#: hold the app to the documented numbers (a change of either shows as a failure here).
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_JSON_DEPTH = 32
+
 #: A question the tests ask through the fake (its answer field is ``Color``).
 COLOR = {
     "question": "Which color?",

@@ -18,9 +18,8 @@ import pytest
 
 from adapter import OpenCodeAdapter
 from adapter.testing.fake import FakeOpenCodeServer, Text
-from adapter.web._body import MAX_BODY_BYTES, MAX_JSON_DEPTH
 from tests.adapter_support import Recorder
-from tests.web.app_driver import THREAD_ROUTES
+from tests.web.app_driver import MAX_BODY_BYTES, MAX_JSON_DEPTH, THREAD_ROUTES
 from tests.web.conftest import AskColor
 from tests.web.test_api import error_of, expect_invalid
 

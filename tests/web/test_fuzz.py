@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Text
 from adapter.web import create_app
-from adapter.web._body import MAX_JSON_DEPTH
+from tests.web.app_driver import MAX_JSON_DEPTH
 
 T = TypeVar("T")
 THREAD = "fz"
