@@ -12,30 +12,16 @@ migrations (``_schema``), the SQLite store (``_sqlite``), the PostgreSQL store
 (``_postgres``), ``open_store`` (``_open``) and the store's exceptions (``_errors``).
 """
 
-from ._errors import (
-    CorruptRecordError,
-    SchemaTooNewError,
-    StoreError,
-    StoreUnavailableError,
-    ThreadExistsError,
-    ThreadNotFoundError,
-)
-from ._open import default_store_path, open_store
-from ._record import ThreadRecord
-from ._sqlite import SqliteThreadStore
-from ._store import Listing, ThreadStore
-
-__all__ = [
-    "CorruptRecordError",
-    "Listing",
-    "SchemaTooNewError",
-    "SqliteThreadStore",
-    "StoreError",
-    "StoreUnavailableError",
-    "ThreadExistsError",
-    "ThreadNotFoundError",
-    "ThreadRecord",
-    "ThreadStore",
-    "default_store_path",
-    "open_store",
-]
+# Re-exported with ``as`` (no ``__all__``): ``adapter.web`` lists the public names once.
+from ._errors import CorruptRecordError as CorruptRecordError
+from ._errors import SchemaTooNewError as SchemaTooNewError
+from ._errors import StoreError as StoreError
+from ._errors import StoreUnavailableError as StoreUnavailableError
+from ._errors import ThreadExistsError as ThreadExistsError
+from ._errors import ThreadNotFoundError as ThreadNotFoundError
+from ._open import default_store_path as default_store_path
+from ._open import open_store as open_store
+from ._record import ThreadRecord as ThreadRecord
+from ._sqlite import SqliteThreadStore as SqliteThreadStore
+from ._store import Listing as Listing
+from ._store import ThreadStore as ThreadStore
