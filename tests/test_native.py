@@ -494,3 +494,49 @@ def test_the_event_decoder_reads_exactly_what_json_reads(value: object, ascii_on
 @pytest.mark.parametrize("text", ['{"n": 123456789012345678901234567890}', '"\\ud800"'])
 def test_the_event_decoder_falls_back_where_the_fast_one_refuses(text: str) -> None:
     assert repr(_decode_json(text)) == repr(json.loads(text))
+
+
+# -- todo.updated (the plan of a turn: tests/test_plan_events.py) ------------------------
+
+
+def test_the_recorded_todo_events_parse_into_their_record() -> None:
+    events = load("events-todo-1.18.34.jsonl")
+    first = parse_native(events[0])
+    assert isinstance(first, TodoUpdated)
+    assert first.session_id == events[0]["properties"]["sessionID"]
+    assert [(t.content, t.status, t.priority) for t in first.todos] == [
+        ("look around", "in_progress", "high"),
+        ("write it", "pending", "low"),
+    ]
+    cleared = parse_native(events[-1])
+    assert isinstance(cleared, TodoUpdated) and cleared.todos == ()
+
+
+def todo_event(todos: object, session: object = "ses_" + "a" * 26) -> dict[str, Any]:
+    return {"type": "todo.updated", "properties": {"sessionID": session, "todos": todos}}
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        todo_event([], session="ses_../../x"),
+        todo_event("not a list"),
+        todo_event([{"content": 5, "status": "pending", "priority": "high"}]),
+        todo_event(["a string"]),
+        todo_event([{"status": "pending", "priority": "high"}]),
+        todo_event([{"content": "x" * 100_000, "status": "pending", "priority": "high"}]),
+        todo_event([{"content": "x", "status": "pending", "priority": "high"}] * 10_000),
+    ],
+    ids=["bad-session", "not-a-list", "content-type", "item-type", "no-content", "huge", "many"],
+)
+def test_a_malformed_todo_event_raises_native_event_error(event: dict[str, Any]) -> None:
+    with pytest.raises(NativeEventError) as caught:
+        parse_native(event)
+    assert caught.value.event_type == "todo.updated"
+
+
+def test_status_and_priority_are_kept_as_given_when_they_are_strings() -> None:
+    # A release may add a status: shown as it is, not refused.
+    event = parse_native(todo_event([{"content": "x", "status": "cancelled", "priority": "?"}]))
+    assert isinstance(event, TodoUpdated)
+    assert (event.todos[0].status, event.todos[0].priority) == ("cancelled", "?")

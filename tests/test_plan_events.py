@@ -12,71 +12,16 @@ from __future__ import annotations
 
 import json
 import typing
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from adapter import AnyEvent, OpenCodeAdapter, PlanItem, TurnPlanUpdated
-from adapter._client._native import TodoUpdated, parse_native
-from adapter._exceptions import NativeEventError
 from adapter.testing.fake import FakeOpenCodeServer, Task, Text, Tool
 from tests.adapter_support import Recorder, replayed_turn
 
 T = "thread"
-FIXTURE = Path(__file__).parent / "fixtures" / "events-todo-1.18.34.jsonl"
 TODOS = [
     {"content": "look around", "status": "in_progress", "priority": "high"},
     {"content": "write it", "status": "pending", "priority": "low"},
 ]
-
-
-def recorded() -> list[dict[str, Any]]:
-    with FIXTURE.open(encoding="utf-8") as handle:
-        return [json.loads(line)["event"] for line in handle if line.strip()]
-
-
-def test_the_recorded_todo_events_parse_into_their_record() -> None:
-    events = recorded()
-    first = parse_native(events[0])
-    assert isinstance(first, TodoUpdated)
-    assert first.session_id == events[0]["properties"]["sessionID"]
-    assert [(t.content, t.status, t.priority) for t in first.todos] == [
-        ("look around", "in_progress", "high"),
-        ("write it", "pending", "low"),
-    ]
-    cleared = parse_native(events[-1])
-    assert isinstance(cleared, TodoUpdated) and cleared.todos == ()
-
-
-def todo_event(todos: object, session: object = "ses_" + "a" * 26) -> dict[str, Any]:
-    return {"type": "todo.updated", "properties": {"sessionID": session, "todos": todos}}
-
-
-@pytest.mark.parametrize(
-    "event",
-    [
-        todo_event([], session="ses_../../x"),
-        todo_event("not a list"),
-        todo_event([{"content": 5, "status": "pending", "priority": "high"}]),
-        todo_event(["a string"]),
-        todo_event([{"status": "pending", "priority": "high"}]),
-        todo_event([{"content": "x" * 100_000, "status": "pending", "priority": "high"}]),
-        todo_event([{"content": "x", "status": "pending", "priority": "high"}] * 10_000),
-    ],
-    ids=["bad-session", "not-a-list", "content-type", "item-type", "no-content", "huge", "many"],
-)
-def test_a_malformed_todo_event_raises_native_event_error(event: dict[str, Any]) -> None:
-    with pytest.raises(NativeEventError) as caught:
-        parse_native(event)
-    assert caught.value.event_type == "todo.updated"
-
-
-def test_status_and_priority_are_kept_as_given_when_they_are_strings() -> None:
-    # A release may add a status: shown as it is, not refused.
-    event = parse_native(todo_event([{"content": "x", "status": "cancelled", "priority": "?"}]))
-    assert isinstance(event, TodoUpdated)
-    assert (event.todos[0].status, event.todos[0].priority) == ("cancelled", "?")
 
 
 def test_the_event_class_is_in_the_union_and_serialises() -> None:

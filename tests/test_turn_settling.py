@@ -42,7 +42,7 @@ class ScriptedRun:
         self.fake.emit("session.idle", {"sessionID": self.session_id})
 
     def echo(self) -> None:
-        self.fake.emit("message.updated", {"sessionID": self.session_id, "info": self._user()})
+        self.fake.emit("message.updated", {"sessionID": self.session_id, "info": self.user_info()})
 
     def answer(self, text: str) -> None:
         """The assistant message, its text, and its completion."""
@@ -55,7 +55,7 @@ class ScriptedRun:
             "time": {"start": 1},
         }
         self.fake.emit(
-            "message.updated", {"sessionID": self.session_id, "info": self._assistant(None)}
+            "message.updated", {"sessionID": self.session_id, "info": self.assistant_info(None)}
         )
         self.fake.emit("message.part.updated", {"sessionID": self.session_id, "part": part})
         self.fake.emit(
@@ -71,10 +71,10 @@ class ScriptedRun:
         done = {**part, "text": text, "time": {"start": 1, "end": 2}}
         self.fake.emit("message.part.updated", {"sessionID": self.session_id, "part": done})
         self.fake.emit(
-            "message.updated", {"sessionID": self.session_id, "info": self._assistant(3)}
+            "message.updated", {"sessionID": self.session_id, "info": self.assistant_info(3)}
         )
 
-    def _user(self) -> dict[str, Any]:
+    def user_info(self) -> dict[str, Any]:
         return {
             "id": self.prompt_id,
             "sessionID": self.session_id,
@@ -84,7 +84,7 @@ class ScriptedRun:
             "model": {"providerID": "fake", "modelID": "fake"},
         }
 
-    def _assistant(self, completed: int | None) -> dict[str, Any]:
+    def assistant_info(self, completed: int | None) -> dict[str, Any]:
         time: dict[str, Any] = {"created": 2}
         if completed is not None:
             time["completed"] = completed
@@ -241,7 +241,7 @@ async def test_an_answer_to_a_prompt_whose_echo_was_lost_admits_the_turn(
 
 def stored(run: ScriptedRun, text: str) -> list[dict[str, Any]]:
     """``GET /session/{id}/message`` once the run is over: the prompt and its answer."""
-    user = {"info": run._user(), "parts": []}
+    user = {"info": run.user_info(), "parts": []}
     part = {
         "id": f"prt_{run.answer_id[4:]}",
         "messageID": run.answer_id,
@@ -250,7 +250,7 @@ def stored(run: ScriptedRun, text: str) -> list[dict[str, Any]]:
         "text": text,
         "time": {"start": 1, "end": 2},
     }
-    return [user, {"info": run._assistant(3), "parts": [part]}]
+    return [user, {"info": run.assistant_info(3), "parts": [part]}]
 
 
 async def test_a_prompt_whose_events_were_all_lost_is_found_stored_and_completes(

@@ -208,6 +208,11 @@ async def test_a_fake_handler_slower_than_the_client_timeout_times_out(
         assert time.perf_counter() - started < 0.5
 
 
+#: How often the slow-loris server drips one byte: the wall clock is the behaviour under
+#: test (a response that never stalls long enough for a read timeout, yet never ends).
+DRIP_INTERVAL = 0.05
+
+
 async def test_a_slow_loris_response_is_bounded_by_the_client_timeout() -> None:
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
@@ -218,7 +223,7 @@ async def test_a_slow_loris_response_is_bounded_by_the_client_timeout() -> None:
         while True:
             writer.write(b"1\r\n \r\n")
             await writer.drain()
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(DRIP_INTERVAL)
 
     async with (
         LoopbackServer(trickle) as server,

@@ -103,6 +103,9 @@ CLOSED = (UnknownThreadError, SessionClosedError, TurnCancelledError)
 TIMEOUTS = fast(idle_confirm=5.0, idle_confirm_backoff_max=0.1)
 #: Seconds a thread running nothing endless has, at the end, to get ready.
 TURN_ENDS_WITHIN = 10.0
+#: What the ``let_time_pass`` rule lets pass, in seconds: the wall clock moving on is the
+#: action itself (timers, backoffs and watchdogs fire between the other rules' steps).
+TIME_PASSING = 0.02
 #: The names of the adapter's background tasks start so (``asyncio.Task.get_name``).
 ADAPTER_TASK_PREFIX = "opencode-adapter:"
 
@@ -318,7 +321,7 @@ class AdapterMachine(RuleBasedStateMachine):
 
     @rule()
     def let_time_pass(self) -> None:
-        self.run(asyncio.sleep(0.02))
+        self.run(asyncio.sleep(TIME_PASSING))
 
     @rule(thread=THREADS)
     def send_with_an_answer(self, thread: str) -> None:
