@@ -133,6 +133,13 @@ class Harness:
         await self.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
         return (await self.conn.new_session(cwd=cwd, mcp_servers=[])).session_id
 
+    async def raw_request(self, method: str, params: dict[str, Any]) -> Any:
+        """A JSON-RPC request as given, ill-typed params included, which the SDK's typed
+        methods cannot send (and ``ext_method`` prefixes ``_`` to the method): through the
+        SDK's ``Connection`` that ``ClientSideConnection`` keeps in ``_conn``, the acp
+        SDK's private attribute, not the adapter's."""
+        return await self.conn._conn.send_request(method, params)
+
     def updates_after_answer(self, session_id: str) -> list[dict[str, Any]]:
         """``session/update`` messages that arrived after the last prompt answer."""
         answered = max(

@@ -181,7 +181,7 @@ async def test_protocol_errors_are_json_rpc_errors_and_the_agent_goes_on(
     with pytest.raises(RequestError, match="absolute path"):
         await conn.new_session(cwd="relative/dir", mcp_servers=[])
     with pytest.raises(RequestError) as malformed:
-        await conn._conn.send_request("session/prompt", {"sessionId": 5})
+        await acp_client.raw_request("session/prompt", {"sessionId": 5})
     assert malformed.value.code == -32602
     await conn.cancel(session_id="ses_nope")  # a notification: nothing to answer, no crash
     with pytest.raises(RequestError, match="not found") as missing:
