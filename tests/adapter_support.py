@@ -72,6 +72,46 @@ def busy_branch(fake: FakeOpenCodeServer, parent_id: str) -> tuple[str, str]:
     return child, fake.add_session(parent_id=child, busy=True)
 
 
+def user_message_info(session_id: str, message_id: str) -> dict[str, Any]:
+    """OpenCode's ``info`` of a user message (a prompt) of ``session_id``, for a test that
+    plays the server event by event."""
+    return {
+        "id": message_id,
+        "sessionID": session_id,
+        "role": "user",
+        "time": {"created": 1},
+        "agent": "build",
+        "model": {"providerID": "fake", "modelID": "fake"},
+    }
+
+
+def assistant_message_info(
+    session_id: str, message_id: str, parent_id: str, *, completed: int | None
+) -> dict[str, Any]:
+    """OpenCode's ``info`` of an assistant message answering ``parent_id``: running, or
+    ``completed`` at that time (with its ``finish``); no tokens, no cost."""
+    time: dict[str, Any] = {"created": 2}
+    if completed is not None:
+        time["completed"] = completed
+    info: dict[str, Any] = {
+        "id": message_id,
+        "sessionID": session_id,
+        "role": "assistant",
+        "parentID": parent_id,
+        "time": time,
+        "modelID": "fake",
+        "providerID": "fake",
+        "mode": "build",
+        "agent": "build",
+        "path": {"cwd": "/", "root": "/"},
+        "cost": 0,
+        "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+    }
+    if completed is not None:
+        info["finish"] = "stop"
+    return info
+
+
 async def held_abort(
     fake: FakeOpenCodeServer, session_id: str, stop: Coroutine[Any, Any, R]
 ) -> tuple[Hold, asyncio.Task[R]]:

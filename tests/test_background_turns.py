@@ -20,7 +20,11 @@ import httpx
 from adapter import TurnStart
 from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Step, Task, Text
-from tests.adapter_support import emit_session_error
+from tests.adapter_support import (
+    assistant_message_info,
+    emit_session_error,
+    user_message_info,
+)
 from tests.faults.harness import Harness, fast
 
 T = "thread-1"
@@ -41,14 +45,7 @@ class Root:
             self.fake.emit("session.idle", {"sessionID": sid})
 
     def user(self, message_id: str, *, text: str | None = None) -> None:
-        info = {
-            "id": message_id,
-            "sessionID": self.session_id,
-            "role": "user",
-            "time": {"created": 1},
-            "agent": "build",
-            "model": {"providerID": "fake", "modelID": "fake"},
-        }
+        info = user_message_info(self.session_id, message_id)
         self.fake.emit("message.updated", {"sessionID": self.session_id, "info": info})
         if text is not None:  # the server's own message: its one text part is synthetic
             self.part(message_id, {"type": "text", "text": text, "synthetic": True})
@@ -73,25 +70,9 @@ class Root:
         self.fake.emit("message.part.updated", {"sessionID": self.session_id, "part": part})
 
     def _message(self, message_id: str, parent_id: str, *, completed: bool) -> None:
-        time: dict[str, Any] = {"created": 2}
-        if completed:
-            time["completed"] = 3
-        info: dict[str, Any] = {
-            "id": message_id,
-            "sessionID": self.session_id,
-            "role": "assistant",
-            "parentID": parent_id,
-            "time": time,
-            "modelID": "fake",
-            "providerID": "fake",
-            "mode": "build",
-            "agent": "build",
-            "path": {"cwd": "/", "root": "/"},
-            "cost": 0,
-            "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
-        }
-        if completed:
-            info["finish"] = "stop"
+        info = assistant_message_info(
+            self.session_id, message_id, parent_id, completed=3 if completed else None
+        )
         self.fake.emit("message.updated", {"sessionID": self.session_id, "info": info})
 
 

@@ -20,6 +20,7 @@ import httpx
 from adapter import TurnStart
 from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer
+from tests.adapter_support import assistant_message_info, user_message_info
 from tests.faults.harness import Harness, fast
 
 T = "thread-1"
@@ -75,41 +76,12 @@ class ScriptedRun:
         )
 
     def user_info(self) -> dict[str, Any]:
-        return {
-            "id": self.prompt_id,
-            "sessionID": self.session_id,
-            "role": "user",
-            "time": {"created": 1},
-            "agent": "build",
-            "model": {"providerID": "fake", "modelID": "fake"},
-        }
+        return user_message_info(self.session_id, self.prompt_id)
 
     def assistant_info(self, completed: int | None) -> dict[str, Any]:
-        time: dict[str, Any] = {"created": 2}
-        if completed is not None:
-            time["completed"] = completed
-        info: dict[str, Any] = {
-            "id": self.answer_id,
-            "sessionID": self.session_id,
-            "role": "assistant",
-            "parentID": self.prompt_id,
-            "time": time,
-            "modelID": "fake",
-            "providerID": "fake",
-            "mode": "build",
-            "agent": "build",
-            "path": {"cwd": "/", "root": "/"},
-            "cost": 0,
-            "tokens": {
-                "input": 0,
-                "output": 0,
-                "reasoning": 0,
-                "cache": {"read": 0, "write": 0},
-            },
-        }
-        if completed is not None:
-            info["finish"] = "stop"
-        return info
+        return assistant_message_info(
+            self.session_id, self.answer_id, self.prompt_id, completed=completed
+        )
 
 
 class SwallowedPrompts:
