@@ -95,6 +95,18 @@ async def prompt(
     return await client.post(f"/session/{session_id}/prompt_async", json=body)
 
 
+async def rejecting_session(client: httpx.AsyncClient, log: EventLog, script: str) -> str:
+    """A new session prompted with script ``script``, whose permission request (its first
+    step) was rejected; its id."""
+    sid = str((await new_session(client))["id"])
+    await prompt(client, sid, f"[[script:{script}]]")
+    asked = await log.wait_for(
+        lambda e: e["type"] == "permission.asked" and e["properties"]["sessionID"] == sid
+    )
+    await client.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
+    return sid
+
+
 async def hanging_session(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -> str:
     """A new session whose turn hangs in its model call (script ``hang``); its id."""
     fake.script("hang", [Hang()])
@@ -105,6 +117,21 @@ async def hanging_session(client: httpx.AsyncClient, fake: FakeOpenCodeServer) -
 
 async def idle(fake: FakeOpenCodeServer, session_id: str) -> None:
     await fake.wait_until(lambda: not fake.sessions[session_id].busy)
+
+
+def label(event: JSON) -> str:
+    """An event reduced to what a parser branches on: ``part:text``, ``part:tool:running``
+    (a tool part with its status), ``status:busy``, ``message:user``; else its type."""
+    kind, props = event["type"], event["properties"]
+    if kind == "message.part.updated":
+        part = props["part"]
+        status = f":{part['state']['status']}" if part["type"] == "tool" else ""
+        return f"part:{part['type']}{status}"
+    if kind == "session.status":
+        return f"status:{props['status']['type']}"
+    if kind == "message.updated":
+        return f"message:{props['info']['role']}"
+    return str(kind)
 
 
 def tool_parts(fake: FakeOpenCodeServer, session_id: str, tool: str) -> list[JSON]:

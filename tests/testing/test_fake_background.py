@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from adapter.testing.fake import Fail, FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
-from tests.testing.fake_support import JSON, EventLog, new_session, prompt, tool_parts
+from tests.testing import fake_support as support
+from tests.testing.fake_support import JSON, EventLog
 
 RECORDING = Path(__file__).parents[1] / "fixtures" / "events-background-1.18.34.jsonl"
 
@@ -52,19 +53,14 @@ def fake_options() -> dict[str, Any]:
 
 
 def label(event: JSON) -> str:
-    """An event reduced to what a parser branches on (a synthetic part says so)."""
+    """The event's :func:`~tests.testing.fake_support.label`, and what these tests also tell
+    apart: a synthetic part (``part:text:synthetic``), a ``session.error``'s name
+    (``error:MessageAbortedError``)."""
     kind, props = event["type"], event["properties"]
-    if kind == "message.part.updated":
-        part = props["part"]
-        status = f":{part['state']['status']}" if part["type"] == "tool" else ""
-        return f"part:{part['type']}{status}" + (":synthetic" if part.get("synthetic") else "")
-    if kind == "session.status":
-        return f"status:{props['status']['type']}"
-    if kind == "message.updated":
-        return f"message:{props['info']['role']}"
     if kind == "session.error":
         return f"error:{props['error']['name']}"
-    return str(kind)
+    synthetic = kind == "message.part.updated" and props["part"].get("synthetic")
+    return support.label(event) + (":synthetic" if synthetic else "")
 
 
 def labels_of(events: list[JSON], session_id: str) -> list[str]:
@@ -93,8 +89,8 @@ def count(log: EventLog, session_id: str, kind: str) -> int:
 
 async def start(client: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog) -> str:
     """A root running script ``root``; its id once its background child exists."""
-    sid = str((await new_session(client, title="bg root"))["id"])
-    await prompt(client, sid, "go [[script:root]]")
+    sid = str((await support.new_session(client, title="bg root"))["id"])
+    await support.prompt(client, sid, "go [[script:root]]")
     await log.wait_for(lambda e: label(e) == "part:tool:completed" and sid in json.dumps(e))
     return sid
 
@@ -188,7 +184,7 @@ async def test_the_task_part_completes_at_once_with_the_measured_output(
     sid = await start(fake_http, fake, log)
     (child,) = fake.sessions[sid].children
     assert fake.sessions[child].info["parentID"] == sid
-    (part,) = tool_parts(fake, sid, "task")
+    (part,) = support.tool_parts(fake, sid, "task")
     state = part["state"]
     assert state["status"] == "completed" and state["title"] == "bg work"
     assert state["input"] == {
@@ -340,11 +336,11 @@ async def test_a_result_that_comes_while_the_root_runs_joins_its_next_step(
 async def test_without_the_flag_the_call_fails_and_starts_no_child() -> None:
     async with FakeOpenCodeServer() as fake, fake.client() as http:
         fake.script("root", [*fake_steps_root(), Text("no background")])
-        sid = (await new_session(http))["id"]
-        await prompt(http, sid, "go [[script:root]]")
+        sid = (await support.new_session(http))["id"]
+        await support.prompt(http, sid, "go [[script:root]]")
         await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 3)
         await fake.wait_until(lambda: not fake.sessions[sid].busy)
-        (part,) = tool_parts(fake, sid, "task")
+        (part,) = support.tool_parts(fake, sid, "task")
         assert part["state"]["status"] == "error" and part["state"]["error"] == FLAG_OFF
         assert part["state"]["input"]["background"] is True
         assert "metadata" not in part["state"] and "title" not in part["state"]

@@ -19,16 +19,8 @@ from adapter.testing.fake import (
     Text,
     Tool,
 )
-from tests.testing.fake_support import (
-    BASE,
-    JSON,
-    EventLog,
-    hanging_session,
-    idle,
-    new_session,
-    prompt,
-    tool_parts,
-)
+from tests.testing import fake_support as support
+from tests.testing.fake_support import BASE, JSON, EventLog
 
 # ----------------------------------------------- event order and payloads (measured)
 #
@@ -36,22 +28,8 @@ from tests.testing.fake_support import (
 # scripted model (the same script as the fake's), with ids and timestamps stripped.
 
 
-def label(event: JSON) -> str:
-    """An event reduced to what a parser branches on."""
-    kind, props = event["type"], event["properties"]
-    if kind == "message.part.updated":
-        part = props["part"]
-        status = f":{part['state']['status']}" if part["type"] == "tool" else ""
-        return f"part:{part['type']}{status}"
-    if kind == "session.status":
-        return f"status:{props['status']['type']}"
-    if kind == "message.updated":
-        return f"message:{props['info']['role']}"
-    return str(kind)
-
-
 def labels(log: EventLog, session_id: str) -> list[str]:
-    return [label(e) for e in log.events if e["properties"].get("sessionID") == session_id]
+    return [support.label(e) for e in log.events if e["properties"].get("sessionID") == session_id]
 
 
 RUN_ENDED = ["status:busy", "status:idle", "session.idle", "session.updated", "session.diff"]
@@ -90,8 +68,8 @@ async def test_tool_turn_event_order(
             Text("done"),
         ],
     )
-    sid = (await new_session(fake_http, title="tool"))["id"]
-    await prompt(fake_http, sid, "go [[script:tool]]")
+    sid = (await support.new_session(fake_http, title="tool"))["id"]
+    await support.prompt(fake_http, sid, "go [[script:tool]]")
     assert await run_to_end(log, sid) == [
         *PROMPTED,
         *STEP_STARTS,
@@ -122,8 +100,8 @@ async def test_bash_streams_its_output_and_says_when_there_is_none(
             Tool("bash", {"command": "true"}),
         ],
     )
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:stream]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:stream]]")
     await run_to_end(log, sid)
     updates = [
         e["properties"]["part"]
@@ -160,8 +138,8 @@ async def test_permission_is_asked_before_the_part_runs(
 ) -> None:
     bash = Tool("bash", {"command": "pwd", "description": "where"}, output="/p\n")
     fake.script("once", [Permission("bash", ["pwd"], always=["pwd *"], tool=bash), Text("ok")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:once]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:once]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     assert labels(log, sid)[-3:] == ["part:tool:pending", "permission.asked", "part:tool:running"]
     running = log.of(sid)[-1]["properties"]["part"]["state"]
@@ -190,18 +168,18 @@ async def test_permission_always_holds_for_the_whole_server(
     fake.script("first", [Permission("bash", ["echo a"], always=["echo *"]), Text("ok")])
     fake.script("same", [Permission("bash", ["echo b"], always=["echo *"]), Text("ok")])
     fake.script("other", [Permission("bash", ["ls"], always=["ls *"]), Text("ok")])
-    first = (await new_session(fake_http))["id"]
-    await prompt(fake_http, first, "[[script:first]]")
+    first = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, first, "[[script:first]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     await fake_http.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "always"})
     await run_to_end(log, first)
-    same = (await new_session(fake_http))["id"]
-    await prompt(fake_http, same, "[[script:same]]")
+    same = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, same, "[[script:same]]")
     await run_to_end(log, same)
     assert "permission.asked" not in labels(log, same)
-    assert tool_parts(fake, same, "bash")[0]["state"]["status"] == "completed"
-    other = (await new_session(fake_http))["id"]
-    await prompt(fake_http, other, "[[script:other]]")
+    assert support.tool_parts(fake, same, "bash")[0]["state"]["status"] == "completed"
+    other = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, other, "[[script:other]]")
     await log.wait_for(
         lambda e: e["type"] == "permission.asked" and e["properties"]["sessionID"] == other
     )
@@ -211,10 +189,7 @@ async def test_permission_reject_ends_the_run_without_a_last_busy(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("no", [Permission("bash", ["ls"]), Text("never")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:no]]")
-    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
-    await fake_http.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
+    sid = await support.rejecting_session(fake_http, log, "no")
     tail = ["status:idle", "session.idle", "session.updated", "session.diff"]
     events = await run_to_end(log, sid, tail)
     assert events[-11:] == [
@@ -225,7 +200,7 @@ async def test_permission_reject_ends_the_run_without_a_last_busy(
         *STEP_ENDS,
         *tail,
     ]
-    state = tool_parts(fake, sid, "bash")[0]["state"]
+    state = support.tool_parts(fake, sid, "bash")[0]["state"]
     assert state["error"] == "The user rejected permission to use this specific tool call."
     assert "metadata" not in state
 
@@ -236,8 +211,8 @@ async def test_question_is_asked_before_the_part_runs(
     questions = [{"question": "Pick?", "header": "Pick", "options": [{"label": "red"}]}]
     fake.script("ask", [Question(questions), Text("ok")])
     fake.script("dismiss", [Question(questions), Text("never")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:ask]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:ask]]")
     asked = await log.wait_for(lambda e: e["type"] == "question.asked")
     assert labels(log, sid)[-3:] == ["part:tool:pending", "question.asked", "part:tool:running"]
     await fake_http.post(
@@ -246,12 +221,12 @@ async def test_question_is_asked_before_the_part_runs(
     events = await run_to_end(log, sid)
     start = events.index("question.replied")
     assert events[start : start + 2] == ["question.replied", "part:tool:completed"]
-    state = tool_parts(fake, sid, "question")[0]["state"]
+    state = support.tool_parts(fake, sid, "question")[0]["state"]
     assert state["title"] == "Asked 1 question"
     assert state["metadata"] == {"answers": [["red"]], "truncated": False}
 
-    other = (await new_session(fake_http))["id"]
-    await prompt(fake_http, other, "[[script:dismiss]]")
+    other = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, other, "[[script:dismiss]]")
     asked = await log.wait_for(
         lambda e: e["type"] == "question.asked" and e["properties"]["sessionID"] == other
     )
@@ -259,7 +234,7 @@ async def test_question_is_asked_before_the_part_runs(
     tail = ["status:idle", "session.idle", "session.updated", "session.diff"]
     events = await run_to_end(log, other, tail)
     assert events[-9:-4] == ["question.rejected", "part:tool:error", *STEP_ENDS]
-    state = tool_parts(fake, other, "question")[0]["state"]
+    state = support.tool_parts(fake, other, "question")[0]["state"]
     assert (state["error"], "metadata" in state) == ("The user dismissed this question", False)
 
 
@@ -267,8 +242,8 @@ async def test_a_failed_model_call_reports_then_goes_idle_twice(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("fail", [Fail(message="bad request here")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:fail]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:fail]]")
     tail = ["session.idle", "message:assistant", "status:idle", "session.idle"]
     assert await run_to_end(log, sid, tail) == [
         *PROMPTED,
@@ -306,12 +281,12 @@ async def test_task_child_events_and_failed_child(
 ) -> None:
     fake.script("child", [Fail(message="child bad")])
     fake.script("root", [Task("explore", "child"), Text("root done")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:root]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:root]]")
     await run_to_end(log, sid)
     (child_id,) = fake.sessions[sid].children
     around = [
-        ("child" if e["properties"].get("sessionID") == child_id else "root", label(e))
+        ("child" if e["properties"].get("sessionID") == child_id else "root", support.label(e))
         for e in log.events
         if e["properties"].get("sessionID") in (sid, child_id)
     ]
@@ -326,13 +301,13 @@ async def test_task_child_events_and_failed_child(
         ("child", "session.updated"),
         ("root", "part:tool:running"),  # measured: announced again
     ]
-    (task,) = tool_parts(fake, sid, "task")
+    (task,) = support.tool_parts(fake, sid, "task")
     assert task["state"]["error"] == f"Subagent failed (task_id: {child_id}): child bad"
     assert task["state"]["metadata"]["sessionId"] == child_id
 
 
 async def test_error_bodies_match_the_real_server(fake_http: httpx.AsyncClient) -> None:
-    sid = (await new_session(fake_http))["id"]
+    sid = (await support.new_session(fake_http))["id"]
     unknown = "ses_ffffffffffffZZZZZZZZZZZZZZ"
 
     async def call(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -448,15 +423,15 @@ async def test_session_list_is_most_recently_updated_first(
 ) -> None:
     """Measured on 1.18.34: ``GET /session`` sorts by ``time.updated``, newest first, and
     puts the newer of two sessions updated in the same millisecond first."""
-    a = (await new_session(fake_http, title="a"))["id"]
-    b = (await new_session(fake_http, title="b"))["id"]
-    child = (await new_session(fake_http, title="child", parentID=b))["id"]
+    a = (await support.new_session(fake_http, title="a"))["id"]
+    b = (await support.new_session(fake_http, title="b"))["id"]
+    child = (await support.new_session(fake_http, title="child", parentID=b))["id"]
     for sid in (a, b, child):  # force a tie
         fake.sessions[sid].info["time"] = {"created": 1, "updated": 5}
     listed = [s["id"] for s in (await fake_http.get("/session")).json()]
     assert listed == [child, b, a]
-    await prompt(fake_http, a, "hi")
-    await idle(fake, a)
+    await support.prompt(fake_http, a, "hi")
+    await support.idle(fake, a)
     listed = [s["id"] for s in (await fake_http.get("/session?roots=true")).json()]
     assert listed == [a, b]
 
@@ -467,10 +442,10 @@ async def test_a_prompt_sent_during_a_run_joins_its_next_step(
     """Measured: a prompt sent while a tool runs is taken in by the run's next model
     step (whose message answers it) and gets no run of its own."""
     fake.script("first", [Tool("bash", {"command": "sleep 1"}, duration=0.05), Text("done")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:first]]")
-    await fake.wait_until(lambda: bool(tool_parts(fake, sid, "bash")))
-    await prompt(fake_http, sid, "second [[script:never]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:first]]")
+    await fake.wait_until(lambda: bool(support.tool_parts(fake, sid, "bash")))
+    await support.prompt(fake_http, sid, "second [[script:never]]")
     await run_to_end(log, sid)
     messages = fake.sessions[sid].messages
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
@@ -483,7 +458,7 @@ async def test_a_prompt_sent_during_a_run_joins_its_next_step(
 async def test_a_hanging_model_call_has_started_its_step(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = await hanging_session(fake_http, fake)
+    sid = await support.hanging_session(fake_http, fake)
     await log.wait_for(lambda _e: labels(log, sid)[-1:] == ["part:step-start"])
     await fake_http.post(f"/session/{sid}/abort")
     assert [p["type"] for p in fake.sessions[sid].messages[-1].parts] == ["step-start"]
@@ -536,7 +511,7 @@ async def test_a_session_takes_the_directory_of_its_request_normalised(
     raw = {DIR: "/srv/café".encode()}
     assert await created_in(fake_http, headers=raw) == "/srv/café".encode().decode("latin-1")
     # A child created through the API gets its request's directory, not its parent's.
-    parent = await new_session(fake_http)
+    parent = await support.new_session(fake_http)
     child = await fake_http.post("/session", json={"parentID": parent["id"]}, headers={DIR: OTHER})
     assert child.json()["directory"] == OTHER
     assert fake.sessions[child.json()["id"]].directory == OTHER
@@ -546,9 +521,9 @@ async def test_a_task_child_runs_in_its_parents_directory(fake: FakeOpenCodeServ
     fake.script("kid", [Text("kid done")])
     fake.script("root", [Task("explore", "kid"), Text("root done")])
     async with in_directory(fake, OTHER) as other:
-        sid = await new_session(other)
+        sid = await support.new_session(other)
     async with fake.client() as home:
-        await prompt(home, sid["id"], "[[script:root]]")  # sent in another directory
+        await support.prompt(home, sid["id"], "[[script:root]]")  # sent in another directory
         await fake.wait_for_event(
             "session.idle", lambda e: e["properties"]["sessionID"] == sid["id"]
         )
@@ -570,10 +545,10 @@ async def test_an_event_stream_gets_only_its_directorys_sessions(
     ):
         other_logs = [await EventLog(by_query).start(fake), await EventLog(by_header).start(fake)]
         home_log = await EventLog(home_by_header).start(fake)
-        mine = (await new_session(fake_http))["id"]
-        theirs = (await new_session(by_header))["id"]
+        mine = (await support.new_session(fake_http))["id"]
+        theirs = (await support.new_session(by_header))["id"]
         # Events follow the session's directory, not the directory of the request.
-        assert (await prompt(fake_http, theirs, "[[script:root]]")).status_code == 204
+        assert (await support.prompt(fake_http, theirs, "[[script:root]]")).status_code == 204
         for other_log in other_logs:
             await run_to_end(other_log, theirs)
         (child,) = fake.sessions[theirs].children
@@ -598,8 +573,8 @@ async def test_an_event_stream_gets_only_its_directorys_sessions(
 async def test_listing_spans_directories_unless_the_query_names_one(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    mine = (await new_session(fake_http))["id"]
-    theirs = (await new_session(fake_http, parentID=mine))["id"]
+    mine = (await support.new_session(fake_http))["id"]
+    theirs = (await support.new_session(fake_http, parentID=mine))["id"]
     other = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
     listed = (await fake_http.get("/session", headers={DIR: OTHER})).json()
     assert {s["id"] for s in listed} == {mine, theirs, other}
@@ -622,12 +597,13 @@ async def test_status_and_pending_requests_are_those_of_the_request_directory(
     fake.script("hang", [Hang()])
     asker = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
     questioner = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
-    hanging = (await new_session(fake_http))["id"]
+    hanging = (await support.new_session(fake_http))["id"]
     other_hang = (await fake_http.post("/session", json={}, headers={DIR: OTHER})).json()["id"]
-    await prompt(fake_http, asker, "[[script:ask]]")
-    await prompt(fake_http, questioner, "[[script:question]]")
-    await prompt(fake_http, hanging, "[[script:hang]]")
-    await prompt(fake_http, other_hang, "[[script:hang]]")  # busy in OTHER, prompted from HOME
+    await support.prompt(fake_http, asker, "[[script:ask]]")
+    await support.prompt(fake_http, questioner, "[[script:question]]")
+    await support.prompt(fake_http, hanging, "[[script:hang]]")
+    # Busy in OTHER, prompted from HOME.
+    await support.prompt(fake_http, other_hang, "[[script:hang]]")
     await fake.wait_until(lambda: len(fake.sessions[asker].pending_requests) == 1)
     await fake.wait_until(lambda: len(fake.sessions[questioner].pending_requests) == 1)
 
@@ -658,8 +634,8 @@ async def test_status_and_pending_requests_are_those_of_the_request_directory(
         f"/question/{question['id']}/reply", json={"answers": [["A"]]}, headers=right
     )
     assert (ok.status_code, ok.json()) == (200, True)
-    await idle(fake, asker)
-    await idle(fake, questioner)
+    await support.idle(fake, asker)
+    await support.idle(fake, questioner)
     for sid in (hanging, other_hang):
         await fake_http.post(f"/session/{sid}/abort")
 

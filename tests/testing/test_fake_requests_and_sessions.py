@@ -12,24 +12,9 @@ import time
 import httpx
 import pytest
 
-from adapter.testing.fake import (
-    FakeOpenCodeServer,
-    Hang,
-    Permission,
-    Question,
-    Task,
-    Text,
-    Tool,
-)
-from tests.testing.fake_support import (
-    BASE,
-    EventLog,
-    hanging_session,
-    idle,
-    new_session,
-    prompt,
-    tool_parts,
-)
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Question, Task, Text, Tool
+from tests.testing import fake_support as support
+from tests.testing.fake_support import BASE, EventLog
 
 # --------------------------------------------------------------------- permission / question
 
@@ -44,8 +29,8 @@ async def test_permission_round_trip(
             Text("ok"),
         ],
     )
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:perm]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:perm]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     props = asked["properties"]
     assert props["id"].startswith("per_")
@@ -62,8 +47,8 @@ async def test_permission_round_trip(
     assert reply.json() is True
     replied = await log.wait_for(lambda e: e["type"] == "permission.replied")
     assert replied["properties"] == {"sessionID": sid, "requestID": props["id"], "reply": "once"}
-    await idle(fake, sid)
-    assert tool_parts(fake, sid, "bash")[0]["state"]["status"] == "completed"
+    await support.idle(fake, sid)
+    assert support.tool_parts(fake, sid, "bash")[0]["state"]["status"] == "completed"
     again = await fake_http.post(f"/permission/{props['id']}/reply", json={"reply": "once"})
     assert again.status_code == 404
 
@@ -72,12 +57,9 @@ async def test_permission_reject_stops_run(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("perm", [Permission("edit", ["src/*"]), Text("never")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:perm]]")
-    asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
-    await fake_http.post(f"/permission/{asked['properties']['id']}/reply", json={"reply": "reject"})
-    await idle(fake, sid)
-    state = tool_parts(fake, sid, "edit")[0]["state"]
+    sid = await support.rejecting_session(fake_http, log, "perm")
+    await support.idle(fake, sid)
+    state = support.tool_parts(fake, sid, "edit")[0]["state"]
     assert state["status"] == "error"
     assert "rejected" in state["error"]
     assert "never" not in "".join(m.text for m in fake.sessions[sid].messages)
@@ -94,10 +76,10 @@ async def test_abort_leaves_pending_requests_as_ghosts(
     questions = [{"question": "Go?", "header": "Go", "options": [{"label": "yes"}]}]
     fake.script("perm", [Permission("bash", ["ls"]), Text("never")])
     fake.script("ask", [Question(questions), Text("never")])
-    perm_sid = (await new_session(fake_http))["id"]
-    ask_sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, perm_sid, "[[script:perm]]")
-    await prompt(fake_http, ask_sid, "[[script:ask]]")
+    perm_sid = (await support.new_session(fake_http))["id"]
+    ask_sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, perm_sid, "[[script:perm]]")
+    await support.prompt(fake_http, ask_sid, "[[script:ask]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     question = await log.wait_for(lambda e: e["type"] == "question.asked")
     for sid in (perm_sid, ask_sid):
@@ -108,12 +90,12 @@ async def test_abort_leaves_pending_requests_as_ghosts(
     assert [q["id"] for q in (await fake_http.get("/question")).json()] == [question_id]
     assert fake.sessions[perm_sid].pending_requests == [permission_id]
     for sid, tool in ((perm_sid, "bash"), (ask_sid, "question")):
-        state = tool_parts(fake, sid, tool)[0]["state"]
+        state = support.tool_parts(fake, sid, tool)[0]["state"]
         assert (state["status"], state["error"]) == ("error", "Tool execution aborted")
         assert state["metadata"] == {"interrupted": True}
 
-    await prompt(fake_http, perm_sid, "next")  # a later turn neither answers nor needs it
-    await idle(fake, perm_sid)
+    await support.prompt(fake_http, perm_sid, "next")  # a later turn neither answers nor needs it
+    await support.idle(fake, perm_sid)
     assert fake.sessions[perm_sid].messages[-1].text == "ok"
     assert [p["id"] for p in (await fake_http.get("/permission")).json()] == [permission_id]
 
@@ -125,7 +107,7 @@ async def test_abort_leaves_pending_requests_as_ghosts(
     await log.wait_for(lambda e: e["type"] == "question.replied")
     late = [e["type"] for e in log.events[events_before:]]
     assert late == ["permission.replied", "question.replied"]  # and nothing runs
-    assert tool_parts(fake, perm_sid, "bash")[0]["state"]["status"] == "error"
+    assert support.tool_parts(fake, perm_sid, "bash")[0]["state"]["status"] == "error"
     assert (await fake_http.get("/permission")).json() == []
     assert (await fake_http.get("/question")).json() == []
     assert fake.sessions[perm_sid].pending_requests == []
@@ -150,8 +132,8 @@ async def test_question_reply_and_reject(
         }
     ]
     fake.script("ask", [Question(questions), Text("thanks")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:ask]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:ask]]")
     asked = await log.wait_for(lambda e: e["type"] == "question.asked")
     qid = asked["properties"]["id"]
     assert qid.startswith("que_")
@@ -161,21 +143,21 @@ async def test_question_reply_and_reject(
     assert response.json() is True
     replied = await log.wait_for(lambda e: e["type"] == "question.replied")
     assert replied["properties"] == {"sessionID": sid, "requestID": qid, "answers": [["blue"]]}
-    await idle(fake, sid)
-    state = tool_parts(fake, sid, "question")[0]["state"]
+    await support.idle(fake, sid)
+    state = support.tool_parts(fake, sid, "question")[0]["state"]
     assert state["status"] == "completed"
     assert "blue" in state["output"]
     assert fake.sessions[sid].messages[-1].text == "thanks"
 
-    await prompt(fake_http, sid, "[[script:ask]]")
+    await support.prompt(fake_http, sid, "[[script:ask]]")
     second = await log.wait_for(
         lambda e: e["type"] == "question.asked" and e["properties"]["id"] != qid
     )
     rejected = await fake_http.post(f"/question/{second['properties']['id']}/reject")
     assert rejected.json() is True
     await log.wait_for(lambda e: e["type"] == "question.rejected")
-    await idle(fake, sid)
-    assert tool_parts(fake, sid, "question")[-1]["state"]["status"] == "error"
+    await support.idle(fake, sid)
+    assert support.tool_parts(fake, sid, "question")[-1]["state"]["status"] == "error"
     assert (await fake_http.post("/question/que_nope/reject")).status_code == 404
 
 
@@ -188,10 +170,10 @@ async def test_revert_marks_and_the_next_prompt_removes(
     """Measured on 1.18.34: revert keeps the messages and sets ``session.revert``;
     unrevert clears it; the next prompt removes the reverted messages."""
     fake.script("hang", [Hang()])
-    sid = (await new_session(fake_http))["id"]
+    sid = (await support.new_session(fake_http))["id"]
     for text in ("one", "two", "three"):
-        await prompt(fake_http, sid, text)
-        await idle(fake, sid)
+        await support.prompt(fake_http, sid, text)
+        await support.idle(fake, sid)
     messages = fake.sessions[sid].messages
     second_user, second_reply = messages[2].id, messages[3].id
     tokens_before = fake.sessions[sid].info["tokens"]
@@ -214,8 +196,8 @@ async def test_revert_marks_and_the_next_prompt_removes(
     await fake_http.post(f"/session/{sid}/revert", json={"messageID": second_user})
 
     mark = len(log.events)
-    await prompt(fake_http, sid, "four")
-    await idle(fake, sid)
+    await support.prompt(fake_http, sid, "four")
+    await support.idle(fake, sid)
     later = log.events[mark:]
     removed = [i for i, e in enumerate(later) if e["type"] == "message.removed"]
     assert [later[i]["properties"]["messageID"] for i in removed] == [m.id for m in messages[2:]]
@@ -226,7 +208,7 @@ async def test_revert_marks_and_the_next_prompt_removes(
     texts = [m.text for m in fake.sessions[sid].messages]
     assert texts == ["one", "ok", "four", "ok"]
 
-    await prompt(fake_http, sid, "[[script:hang]]")
+    await support.prompt(fake_http, sid, "[[script:hang]]")
     busy = await fake_http.post(f"/session/{sid}/revert", json={"messageID": second_user})
     assert busy.status_code == 409
     assert busy.json() == {
@@ -242,9 +224,9 @@ async def test_revert_at_a_part_removes_the_rest_of_its_message(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("work", [Text("before"), Tool("bash", {"command": "ls"}, output="a\n")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:work]]")
-    await idle(fake, sid)
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:work]]")
+    await support.idle(fake, sid)
     first_reply = fake.sessions[sid].messages[1]
     parts = first_reply.parts
     tool = next(p for p in parts if p["type"] == "tool")
@@ -260,8 +242,8 @@ async def test_revert_at_a_part_removes_the_rest_of_its_message(
     assert response.json()["revert"] == {"messageID": first_reply.id, "partID": tool["id"]}
     later = fake.sessions[sid].messages[2].id
     mark = len(log.events)
-    await prompt(fake_http, sid, "again")
-    await idle(fake, sid)
+    await support.prompt(fake_http, sid, "again")
+    await support.idle(fake, sid)
     removals = [
         (e["type"], e["properties"]["messageID"], e["properties"].get("partID"))
         for e in log.events[mark:]
@@ -285,7 +267,7 @@ async def test_session_fields_before_and_after_turns(
     fake.script("work", [Tool("bash", {"command": "ls"}, output="a\n"), Text("done")])
     fake.script("kid", [Text("kid")])
     fake.script("spawn", [Task("explore", "kid")])
-    created = await new_session(fake_http, title="t")
+    created = await support.new_session(fake_http, title="t")
     zero = {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
     assert list(created) == [
         "id", "slug", "projectID", "directory", "path",
@@ -294,8 +276,8 @@ async def test_session_fields_before_and_after_turns(
     assert created["path"] == created["directory"].lstrip("/")
     assert (created["cost"], created["tokens"]) == (0, zero)
     sid = created["id"]
-    await prompt(fake_http, sid, "[[script:work]]")
-    await idle(fake, sid)
+    await support.prompt(fake_http, sid, "[[script:work]]")
+    await support.idle(fake, sid)
     info = (await fake_http.get(f"/session/{sid}")).json()
     assert info["summary"] == {"additions": 0, "deletions": 0, "files": 0}
     assert info["agent"] == "build"
@@ -315,12 +297,12 @@ async def test_session_fields_before_and_after_turns(
     }
     assert info["time"]["updated"] >= created["time"]["updated"]
 
-    await prompt(fake_http, sid, "[[script:spawn]]")
-    await idle(fake, sid)
+    await support.prompt(fake_http, sid, "[[script:spawn]]")
+    await support.idle(fake, sid)
     child = (await fake_http.get(f"/session/{sid}/children")).json()[0]
     assert child["agent"] == "general" and child["permission"] == []
     assert child["tokens"]["input"] > 0  # the child's own step
-    asked = await new_session(
+    asked = await support.new_session(
         fake_http, permission=[{"permission": "bash", "pattern": "*", "action": "ask"}]
     )
     assert asked["permission"] == [{"permission": "bash", "pattern": "*", "action": "ask"}]
@@ -331,7 +313,7 @@ async def test_patch_session(
 ) -> None:
     """Measured: ``session.updated`` per PATCH, ``time.updated`` unchanged, unknown
     fields ignored, archived sessions still listed."""
-    created = await new_session(fake_http, title="before")
+    created = await support.new_session(fake_http, title="before")
     sid = created["id"]
     renamed = await fake_http.patch(f"/session/{sid}", json={"title": "after"})
     assert renamed.status_code == 200 and renamed.json()["title"] == "after"
@@ -359,13 +341,13 @@ async def test_delete_cascades_children_first_and_leaves_runs_and_requests(
     stays listed; the ids are then unknown (404) except to abort."""
     fake.script("hang", [Hang()])
     fake.script("perm", [Permission("bash", ["ls"])])
-    root = (await new_session(fake_http))["id"]
-    kid = (await new_session(fake_http, parentID=root))["id"]
-    grandkid = (await new_session(fake_http, parentID=kid))["id"]
-    kid2 = (await new_session(fake_http, parentID=root))["id"]
-    other = (await new_session(fake_http))["id"]
-    await prompt(fake_http, kid2, "[[script:hang]]")
-    await prompt(fake_http, grandkid, "[[script:perm]]")
+    root = (await support.new_session(fake_http))["id"]
+    kid = (await support.new_session(fake_http, parentID=root))["id"]
+    grandkid = (await support.new_session(fake_http, parentID=kid))["id"]
+    kid2 = (await support.new_session(fake_http, parentID=root))["id"]
+    other = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, kid2, "[[script:hang]]")
+    await support.prompt(fake_http, grandkid, "[[script:perm]]")
     asked = await log.wait_for(lambda e: e["type"] == "permission.asked")
     response = await fake_http.delete(f"/session/{root}")
     assert (response.status_code, response.json()) == (200, True)
@@ -398,9 +380,9 @@ async def test_summarize_runs_a_compaction_turn(
     """Measured: a user message with a ``compaction`` part, a ``summary`` assistant message
     of agent ``compaction`` streaming the summary, ``session.compacted``, idle; ``true``."""
     fake.summary_text = "We fixed the build."
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "hello")
-    await idle(fake, sid)
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "hello")
+    await support.idle(fake, sid)
     mark = len(log.events)
     body = {"providerID": "fake", "modelID": "fake-model"}
     response = await fake_http.post(f"/session/{sid}/summarize", json=body)
@@ -423,7 +405,7 @@ async def test_summarize_runs_a_compaction_turn(
 async def test_summarize_while_busy_waits_and_an_abort_drops_it(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
-    sid = await hanging_session(fake_http, fake)
+    sid = await support.hanging_session(fake_http, fake)
     await fake.wait_until(lambda: len(fake.sessions[sid].messages) == 2)
     body = {"providerID": "fake", "modelID": "fake-model", "auto": True}
     pending = asyncio.create_task(fake_http.post(f"/session/{sid}/summarize", json=body))
@@ -597,7 +579,7 @@ async def test_heartbeat() -> None:
 
 async def test_wait_helpers(fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
     mark = fake.event_count
-    sid = (await new_session(fake_http))["id"]
+    sid = (await support.new_session(fake_http))["id"]
     created = await fake.wait_for_event(
         "session.created", lambda e: e["properties"]["sessionID"] == sid, since=mark
     )
@@ -606,7 +588,7 @@ async def test_wait_helpers(fake_http: httpx.AsyncClient, fake: FakeOpenCodeServ
         await fake.wait_for_event("session.created", timeout=0.05)
     waiter = asyncio.create_task(fake.wait_for_event("session.idle"))
     await asyncio.sleep(0)
-    await prompt(fake_http, sid, "hi")
+    await support.prompt(fake_http, sid, "hi")
     idle_event = await waiter
     assert idle_event["properties"] == {"sessionID": sid}
     with pytest.raises(TimeoutError):
@@ -623,8 +605,8 @@ async def test_close_is_clean() -> None:
     fake.script("root", [Task("kid", "hang")])
     client = httpx.AsyncClient(transport=fake.transport, base_url=BASE)
     log = await EventLog(client).start(fake)
-    sid = (await new_session(client))["id"]
-    await prompt(client, sid, "[[script:root]]")
+    sid = (await support.new_session(client))["id"]
+    await support.prompt(client, sid, "[[script:root]]")
     await fake.wait_until(lambda: len(fake.sessions) == 2 and fake.stream_count == 1)
     held = fake.hold("GET", "/session/status")
     status = asyncio.create_task(client.get("/session/status"))
@@ -647,11 +629,11 @@ async def test_close_is_clean() -> None:
 async def test_abort_right_after_prompt_then_prompt_again(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = await hanging_session(fake_http, fake)
+    sid = await support.hanging_session(fake_http, fake)
     assert (await fake_http.post(f"/session/{sid}/abort")).json() is True
     assert not fake.sessions[sid].busy
     await log.wait_for(lambda e: e["type"] == "session.error")
-    await prompt(fake_http, sid, "again")
-    await idle(fake, sid)
+    await support.prompt(fake_http, sid, "again")
+    await support.idle(fake, sid)
     assert fake.sessions[sid].messages[-1].text == "ok"
     assert (await fake_http.get("/session/status")).json() == {}

@@ -11,23 +11,9 @@ import time
 import httpx
 import pytest
 
-from adapter.testing.fake import (
-    Fail,
-    FakeOpenCodeServer,
-    Hang,
-    Task,
-    Text,
-    Tool,
-)
-from tests.testing.fake_support import (
-    ID_RE,
-    EventLog,
-    hanging_session,
-    idle,
-    new_session,
-    prompt,
-    tool_parts,
-)
+from adapter.testing.fake import Fail, FakeOpenCodeServer, Hang, Task, Text, Tool
+from tests.testing import fake_support as support
+from tests.testing.fake_support import ID_RE, EventLog
 
 # --------------------------------------------------------------------- basics
 
@@ -41,7 +27,7 @@ async def test_health(fake_http: httpx.AsyncClient) -> None:
 async def test_create_get_session_shapes(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    root = await new_session(fake_http)
+    root = await support.new_session(fake_http)
     assert ID_RE.match(root["id"])
     assert root["title"].startswith("New session - ")
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", root["title"].split(" - ")[1])
@@ -50,10 +36,10 @@ async def test_create_get_session_shapes(
     assert root["time"]["created"] == root["time"]["updated"]
     assert "parentID" not in root
 
-    child = await new_session(fake_http, parentID=root["id"])
+    child = await support.new_session(fake_http, parentID=root["id"])
     assert child["parentID"] == root["id"]
     assert child["title"].startswith("Child session - ")
-    titled = await new_session(fake_http, title="hello")
+    titled = await support.new_session(fake_http, title="hello")
     assert titled["title"] == "hello"
 
     got = await fake_http.get(f"/session/{child['id']}")
@@ -92,9 +78,9 @@ async def test_children_direct_only_in_creation_order(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     """Measured on 1.18.34: four API children come back oldest first, grandchildren not."""
-    root = await new_session(fake_http)
-    kids = [(await new_session(fake_http, parentID=root["id"]))["id"] for _ in range(4)]
-    grandchild = await new_session(fake_http, parentID=kids[0])
+    root = await support.new_session(fake_http)
+    kids = [(await support.new_session(fake_http, parentID=root["id"]))["id"] for _ in range(4)]
+    grandchild = await support.new_session(fake_http, parentID=kids[0])
     await fake_http.patch(f"/session/{kids[0]}", json={"title": "renamed"})
     response = await fake_http.get(f"/session/{root['id']}/children")
     listed = [s["id"] for s in response.json()]
@@ -153,8 +139,8 @@ async def test_status_map_lists_only_non_idle(
 async def test_default_run_event_sequence_and_messages(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = (await new_session(fake_http))["id"]
-    response = await prompt(fake_http, sid, "hello", messageID="msg_mine0001")
+    sid = (await support.new_session(fake_http))["id"]
+    response = await support.prompt(fake_http, sid, "hello", messageID="msg_mine0001")
     assert response.status_code == 204
     assert (await fake_http.get("/session/status")).json() == {sid: {"type": "busy"}}
     await log.wait_for(lambda e: e["type"] == "session.idle")
@@ -224,8 +210,8 @@ async def test_text_chunks_and_tool_steps(
             Text("all done"),
         ],
     )
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "go [[script:work]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "go [[script:work]]")
     await log.wait_for(lambda e: e["type"] == "session.idle")
     deltas = [e["properties"]["delta"] for e in log.of(sid) if e["type"] == "message.part.delta"]
     assert "".join(deltas) == "Hello from fake LLMall done"
@@ -259,9 +245,9 @@ async def test_queued_prompt_runs_after_current(
 ) -> None:
     fake.script("slow", [Text("one", chunks=3, delay=0.01)])
     fake.script("fast", [Text("two")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:slow]]")
-    await prompt(fake_http, sid, "[[script:fast]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:slow]]")
+    await support.prompt(fake_http, sid, "[[script:fast]]")
     assert fake.sessions[sid].queued_prompts == 1
     await log.wait_for(lambda e: e["type"] == "session.idle")
     texts = [m.text for m in fake.sessions[sid].messages if m.role == "assistant"]
@@ -273,7 +259,7 @@ async def test_blocking_message_endpoint(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer
 ) -> None:
     fake.script("answer", [Text("forty-two")])
-    sid = (await new_session(fake_http))["id"]
+    sid = (await support.new_session(fake_http))["id"]
     body = {"parts": [{"type": "text", "text": "q [[script:answer]]"}]}
     response = await fake_http.post(f"/session/{sid}/message", json=body)
     assert response.status_code == 200
@@ -285,8 +271,8 @@ async def test_fail_and_unknown_script(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
     fake.script("boom", [Text("partial"), Fail("APIError", "upstream 500", {"statusCode": 500})])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:boom]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:boom]]")
     error = await log.wait_for(lambda e: e["type"] == "session.error")
     data = error["properties"]["error"]["data"]
     assert error["properties"]["error"]["name"] == "APIError"
@@ -303,13 +289,13 @@ async def test_fail_and_unknown_script(
         "responseBody",
         "metadata",
     }
-    await idle(fake, sid)
+    await support.idle(fake, sid)
     assistant = fake.sessions[sid].messages[-1]
     assert assistant.info["error"]["name"] == "APIError"
     assert assistant.text == "partial"
 
-    other = (await new_session(fake_http))["id"]
-    await prompt(fake_http, other, "[[script:missing]]")
+    other = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, other, "[[script:missing]]")
     unknown = await log.wait_for(
         lambda e: e["type"] == "session.error" and e["properties"]["sessionID"] == other
     )
@@ -321,8 +307,8 @@ async def test_task_spawns_child_and_returns_its_text(
 ) -> None:
     fake.script("child", [Text("child result")])
     fake.script("root", [Task("child A", "child"), Text("root done")])
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "[[script:root]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "[[script:root]]")
     await log.wait_for(
         lambda e: e["type"] == "session.idle" and e["properties"]["sessionID"] == sid
     )
@@ -330,7 +316,7 @@ async def test_task_spawns_child_and_returns_its_text(
     child = fake.sessions[child_id]
     assert child.title == "child A (@general subagent)"
     assert child.parent_id == sid
-    (task,) = tool_parts(fake, sid, "task")
+    (task,) = support.tool_parts(fake, sid, "task")
     assert task["state"]["status"] == "completed"
     assert task["state"]["metadata"]["sessionId"] == child_id
     # Measured on 1.18.34: the child's id and state wrap the result.
@@ -386,8 +372,8 @@ async def test_abort_busy_run_keeps_partial_output(
             Hang(),
         ],
     )
-    sid = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sid, "go [[script:partial]]")
+    sid = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sid, "go [[script:partial]]")
     await log.wait_for(
         lambda e: e["type"] == "message.part.delta" and e["properties"]["delta"] == " answer"
     )
@@ -425,23 +411,24 @@ async def test_abort_busy_run_keeps_partial_output(
 async def test_abort_running_tools(fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer) -> None:
     fake.script("bash", [Tool("bash", {"command": "sleep 32"}, duration=float("inf"))])
     fake.script("edit", [Tool("edit", {"filePath": "/a"}, duration=float("inf"))])
-    sh = (await new_session(fake_http))["id"]
-    ed = (await new_session(fake_http))["id"]
-    await prompt(fake_http, sh, "[[script:bash]]")
-    await prompt(fake_http, ed, "[[script:edit]]")
+    sh = (await support.new_session(fake_http))["id"]
+    ed = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, sh, "[[script:bash]]")
+    await support.prompt(fake_http, ed, "[[script:edit]]")
     await fake.wait_until(
         lambda: all(
-            tool_parts(fake, s, t) and tool_parts(fake, s, t)[0]["state"]["status"] == "running"
+            support.tool_parts(fake, s, t)
+            and support.tool_parts(fake, s, t)[0]["state"]["status"] == "running"
             for s, t in ((sh, "bash"), (ed, "edit"))
         )
     )
     await fake_http.post(f"/session/{sh}/abort")
     await fake_http.post(f"/session/{ed}/abort")
-    bash = tool_parts(fake, sh, "bash")[0]["state"]
+    bash = support.tool_parts(fake, sh, "bash")[0]["state"]
     assert bash["status"] == "completed"
     assert "User aborted the command" in bash["output"]
     assert bash["metadata"]["exit"] is None
-    edit = tool_parts(fake, ed, "edit")[0]["state"]
+    edit = support.tool_parts(fake, ed, "edit")[0]["state"]
     assert edit["status"] == "error"
     assert edit["error"] == "Tool execution aborted"
     assert edit["metadata"]["interrupted"] is True
@@ -452,10 +439,10 @@ async def test_abort_cascades_to_task_child_but_not_api_children(
 ) -> None:
     fake.script("hang", [Text("child thinking..."), Hang()])
     fake.script("root", [Task("child A", "hang")])
-    root = (await new_session(fake_http))["id"]
-    api_child = (await new_session(fake_http, parentID=root))["id"]
-    await prompt(fake_http, api_child, "[[script:hang]]")
-    await prompt(fake_http, root, "[[script:root]]")
+    root = (await support.new_session(fake_http))["id"]
+    api_child = (await support.new_session(fake_http, parentID=root))["id"]
+    await support.prompt(fake_http, api_child, "[[script:hang]]")
+    await support.prompt(fake_http, root, "[[script:root]]")
     # The task child (the newest, after the API child) hangs: the abort finds it mid-run.
     _, _, task_child = await fake.wait_for_tree(root, sessions=3, hanging=True)
     status = (await fake_http.get("/session/status")).json()
@@ -463,7 +450,7 @@ async def test_abort_cascades_to_task_child_but_not_api_children(
 
     await fake_http.post(f"/session/{root}/abort")
     assert (await fake_http.get("/session/status")).json() == {api_child: {"type": "busy"}}
-    (task,) = tool_parts(fake, root, "task")
+    (task,) = support.tool_parts(fake, root, "task")
     assert task["state"]["status"] == "error"
     assert task["state"]["error"] == "Tool execution aborted"
     assert task["state"]["metadata"]["interrupted"] is True
@@ -482,14 +469,14 @@ async def test_aborting_only_the_child_lets_parent_continue(
 ) -> None:
     fake.script("hang", [Hang()])
     fake.script("root", [Task("child", "hang"), Text("carried on")])
-    root = (await new_session(fake_http))["id"]
-    await prompt(fake_http, root, "[[script:root]]")
+    root = (await support.new_session(fake_http))["id"]
+    await support.prompt(fake_http, root, "[[script:root]]")
     await fake.wait_until(lambda: bool(fake.sessions[root].children))
     child = fake.sessions[root].children[0]
     await fake.wait_until(lambda: fake.sessions[child].busy)
     await fake_http.post(f"/session/{child}/abort")
-    await idle(fake, root)
-    (task,) = tool_parts(fake, root, "task")
+    await support.idle(fake, root)
+    (task,) = support.tool_parts(fake, root, "task")
     assert task["state"]["error"] == "Task cancelled"
     assert fake.sessions[root].messages[-1].text == "carried on"
 
@@ -497,8 +484,8 @@ async def test_aborting_only_the_child_lets_parent_continue(
 async def test_abort_drops_queued_prompts_and_busy_flag_sessions(
     fake_http: httpx.AsyncClient, fake: FakeOpenCodeServer, log: EventLog
 ) -> None:
-    sid = await hanging_session(fake_http, fake)
-    await prompt(fake_http, sid, "queued")
+    sid = await support.hanging_session(fake_http, fake)
+    await support.prompt(fake_http, sid, "queued")
     await fake_http.post(f"/session/{sid}/abort")
     await log.wait_for_latest(fake)  # the abort's events, read back over the stream
     assert not fake.sessions[sid].busy
