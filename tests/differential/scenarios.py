@@ -31,7 +31,7 @@ from .language import (
     WaitIdle,
     WaitModelCall,
 )
-from .order import ANY, Before, Never, Occurs, On
+from .order import ANY, Before, Constraint, Never, Occurs, On
 from .vocabulary import busy, finished, idle, text_done, titled, tool, turn_order, user
 
 UNKNOWN_SESSION = "ses_0000000000000000000000unknown"
@@ -47,6 +47,42 @@ QUESTIONS = (
         ],
     },
 )
+
+
+def permission_scenario(
+    name: str, word: str, answer: Call, constraints: list[Constraint]
+) -> Scenario:
+    """The root's bash call ``echo <word>`` asks permission; ``answer`` is sent once it is
+    asked, then the root goes idle."""
+    return Scenario(
+        name,
+        [
+            titled("root", ask_bash=True),
+            Prompt("root", "main"),
+            WaitFor(On("permission.asked", "root")),
+            answer,
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallBash(f"echo {word}", f"{word}\n", needs_permission=True), Say("ok")]},
+        constraints=constraints,
+    )
+
+
+def question_scenario(name: str, answer: Call, constraints: list[Constraint]) -> Scenario:
+    """The root asks :data:`QUESTIONS`; ``answer`` is sent once it is asked, then the root
+    goes idle."""
+    return Scenario(
+        name,
+        [
+            titled("root"),
+            Prompt("root", "main"),
+            WaitFor(On("question.asked", "root")),
+            answer,
+            WaitIdle("root"),
+        ],
+        scripts={"main": [CallQuestion(QUESTIONS), Say("thanks")]},
+        constraints=constraints,
+    )
 
 
 SCENARIOS: list[Scenario] = [
@@ -396,17 +432,11 @@ SCENARIOS: list[Scenario] = [
         ],
     ),
     # ------------------------------------------------------------------ permission & question
-    Scenario(
+    permission_scenario(
         "permission_replied_once",
+        "allowed",
+        Call("POST", "/permission/{permission:root}/reply", {"reply": "once"}),
         [
-            titled("root", ask_bash=True),
-            Prompt("root", "main"),
-            WaitFor(On("permission.asked", "root")),
-            Call("POST", "/permission/{permission:root}/reply", {"reply": "once"}),
-            WaitIdle("root"),
-        ],
-        scripts={"main": [CallBash("echo allowed", "allowed\n", needs_permission=True), Say("ok")]},
-        constraints=[
             Before(On("permission.asked", "root"), tool("root", "bash", "running")),
             Before(
                 On("permission.replied", "root", {"reply": "once"}),
@@ -414,59 +444,33 @@ SCENARIOS: list[Scenario] = [
             ),
         ],
     ),
-    Scenario(
+    permission_scenario(
         "permission_rejected",
+        "denied",
+        Call("POST", "/permission/{permission:root}/reply", {"reply": "reject"}),
         [
-            titled("root", ask_bash=True),
-            Prompt("root", "main"),
-            WaitFor(On("permission.asked", "root")),
-            Call("POST", "/permission/{permission:root}/reply", {"reply": "reject"}),
-            WaitIdle("root"),
-        ],
-        scripts={"main": [CallBash("echo denied", "denied\n", needs_permission=True), Say("ok")]},
-        constraints=[
             Occurs(On("permission.replied", "root", {"reply": "reject"})),
             Before(On("permission.replied", "root"), tool("root", "bash", "error")),
         ],
     ),
-    Scenario(
+    permission_scenario(
         "permission_pending_then_abort",
-        [
-            titled("root", ask_bash=True),
-            Prompt("root", "main"),
-            WaitFor(On("permission.asked", "root")),
-            Call("POST", "/session/{root}/abort"),
-            WaitIdle("root"),
-        ],
-        scripts={"main": [CallBash("echo pending", "pending\n", needs_permission=True), Say("ok")]},
-        constraints=[Never(On("permission.replied", "root"))],
+        "pending",
+        Call("POST", "/session/{root}/abort"),
+        [Never(On("permission.replied", "root"))],
     ),
-    Scenario(
+    question_scenario(
         "question_replied",
+        Call("POST", "/question/{question:root}/reply", {"answers": [["A"]]}),
         [
-            titled("root"),
-            Prompt("root", "main"),
-            WaitFor(On("question.asked", "root")),
-            Call("POST", "/question/{question:root}/reply", {"answers": [["A"]]}),
-            WaitIdle("root"),
-        ],
-        scripts={"main": [CallQuestion(QUESTIONS), Say("thanks")]},
-        constraints=[
             Before(On("question.asked", "root"), tool("root", "question", "running")),
             Before(On("question.replied", "root"), tool("root", "question", "completed")),
         ],
     ),
-    Scenario(
+    question_scenario(
         "question_rejected",
+        Call("POST", "/question/{question:root}/reject"),
         [
-            titled("root"),
-            Prompt("root", "main"),
-            WaitFor(On("question.asked", "root")),
-            Call("POST", "/question/{question:root}/reject"),
-            WaitIdle("root"),
-        ],
-        scripts={"main": [CallQuestion(QUESTIONS), Say("thanks")]},
-        constraints=[
             Occurs(On("question.rejected", "root")),
             Before(On("question.rejected", "root"), tool("root", "question", "error")),
         ],
