@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict -p adapter
+	$(BIN)/mypy --strict
 
 ## Everything CI runs: lint, types, and the whole test suite (real server included).
 test: $(STAMP) opencode chromium postgres lint typecheck
