@@ -41,15 +41,7 @@ import pytest
 
 from adapter import ContentDelta, InterruptResult, OpenCodeClient, TurnStarted
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import (
-    Hang,
-    ModelRequest,
-    Text,
-    ToolCall,
-    ToolCalls,
-    script_marker,
-    task_call,
-)
+from adapter.testing import model as scripted
 from tests.adapter_support import Recorder
 from tests.faults.harness import check_event_invariants
 from tests.real.conftest import adapter_on, directory_http
@@ -69,35 +61,40 @@ GRAND_TEXT = "g" * 40
 SLOW = 60.0
 
 
-def bash(command: str, text: str = "") -> ToolCalls:
-    return ToolCalls([ToolCall("bash", {"command": command, "description": command})], text=text)
+def bash(command: str, text: str = "") -> scripted.ToolCalls:
+    return scripted.ToolCalls(
+        [scripted.ToolCall("bash", {"command": command, "description": command})], text=text
+    )
 
 
 def script_tree(model: ScriptedModelServer, name: str) -> None:
     """Root: text and ``bash echo built``; text and a ``task`` (its child's own ``task``
     streams slowly); then ``AFTER`` and a hang until the Stop."""
-    model.script(f"{name}-g", [Text(GRAND_TEXT, chunk_size=1, delay=0.1)])
-    model.script(f"{name}-c", [ToolCalls([task_call("dig", f"{name}-g")]), Text("child done")])
+    model.script(f"{name}-g", [scripted.Text(GRAND_TEXT, chunk_size=1, delay=0.1)])
+    model.script(
+        f"{name}-c",
+        [scripted.ToolCalls([scripted.task_call("dig", f"{name}-g")]), scripted.Text("child done")],
+    )
     model.script(
         name,
         [
             bash("echo built", BEFORE[0]),
-            ToolCalls([task_call("look around", f"{name}-c")], text=BEFORE[1]),
-            Hang(AFTER),
+            scripted.ToolCalls([scripted.task_call("look around", f"{name}-c")], text=BEFORE[1]),
+            scripted.Hang(AFTER),
         ],
     )
 
 
-async def opened(model: ScriptedModelServer, script: str, step: int = 0) -> ModelRequest:
+async def opened(model: ScriptedModelServer, script: str, step: int = 0) -> scripted.ModelRequest:
     """The first model request of ``script``'s ``step``, once it is open or done."""
 
-    def found(requests: list[ModelRequest]) -> list[ModelRequest]:
+    def found(requests: list[scripted.ModelRequest]) -> list[scripted.ModelRequest]:
         return [r for r in requests if r.script == script and r.step == step]
 
     return (await model.wait_for_async(found, timeout=SLOW))[0]
 
 
-def request_of(model: ScriptedModelServer, index: int) -> ModelRequest:
+def request_of(model: ScriptedModelServer, index: int) -> scripted.ModelRequest:
     return next(r for r in model.requests if r.index == index)
 
 
@@ -194,7 +191,7 @@ async def killed_host(
             "tests.real.adoption_host",
             server.base_url,
             str(server.directory),
-            "go " + script_marker(name),
+            "go " + scripted.script_marker(name),
             cwd=ROOT,
             stdout=asyncio.subprocess.PIPE,
             stderr=errors,
@@ -248,7 +245,7 @@ async def test_a_root_streaming_across_the_restart_ends_with_its_whole_text_once
     (OpenCode stores a streaming part only at its start and end), and ends after."""
     name = unique_name
     scripted_model.script(
-        name, [bash("echo built", BEFORE[0]), Text(ACROSS, chunk_size=2, delay=0.1)]
+        name, [bash("echo built", BEFORE[0]), scripted.Text(ACROSS, chunk_size=2, delay=0.1)]
     )
     said = await killed_host(real_server, scripted_model, name, 1, tmp_path / "host.err")
     streaming = await opened(scripted_model, name, 1)
@@ -290,7 +287,7 @@ async def test_a_host_that_detaches_leaves_the_tree_running_and_another_adopts_i
     oc = adapter_on(real_server)
     async with oc:
         info = await oc.start_session(T, title=name)
-        turn = await oc.send_turn(T, "go " + script_marker(name))
+        turn = await oc.send_turn(T, "go " + scripted.script_marker(name))
         grand = await opened(scripted_model, f"{name}-g")
         child = await opened(scripted_model, f"{name}-c")
         await oc.aclose(detach=True)
@@ -310,12 +307,13 @@ async def test_a_run_another_client_prompts_on_a_watched_thread_is_a_completed_t
     name = unique_name
     answer = "hello from another worker"
     scripted_model.script(
-        name, [bash("echo elsewhere", "Another worker here. "), Text(answer, 3, delay=0.05)]
+        name,
+        [bash("echo elsewhere", "Another worker here. "), scripted.Text(answer, 3, delay=0.05)],
     )
     async with adapter_on(real_server) as oc:
         rec = Recorder(oc)
         root = (await oc.start_session(T, title=name)).session_id
-        body = {"parts": [{"type": "text", "text": "hi " + script_marker(name)}]}
+        body = {"parts": [{"type": "text", "text": "hi " + scripted.script_marker(name)}]}
         async with directory_http(real_server) as other:
             response = await other.post(f"/session/{root}/prompt_async", json=body)
             assert response.status_code == 204, response.text
@@ -355,23 +353,26 @@ async def test_two_adapters_on_one_thread_share_the_turn_and_either_stops_it(
     depth: int,
 ) -> None:
     name = unique_name
-    scripted_model.script(f"{name}-g", [Hang()])
+    scripted_model.script(f"{name}-g", [scripted.Hang()])
     if depth == 1:
-        scripted_model.script(f"{name}-c", [Hang()])
+        scripted_model.script(f"{name}-c", [scripted.Hang()])
     else:
-        scripted_model.script(f"{name}-c", [ToolCalls([task_call("dig", f"{name}-g")]), Text("no")])
+        scripted_model.script(
+            f"{name}-c",
+            [scripted.ToolCalls([scripted.task_call("dig", f"{name}-g")]), scripted.Text("no")],
+        )
     # The root's step after its task is cancelled hangs (a slow model) and is aborted too.
     scripted_model.script(
         name,
         [
             bash("echo from-a", "From A. "),
-            ToolCalls([task_call("look around", f"{name}-c")]),
-            Hang() if after_task == "hangs" else Text("root done"),
+            scripted.ToolCalls([scripted.task_call("look around", f"{name}-c")]),
+            scripted.Hang() if after_task == "hangs" else scripted.Text("root done"),
         ],
     )
     # The follow-up is answered by the script the root is bound to then, whatever its
     # step: the prompts carry no marker (an aborted empty step may or may not count).
-    scripted_model.script(f"{name}-next", [Text("the follow-up answer")] * 8)
+    scripted_model.script(f"{name}-next", [scripted.Text("the follow-up answer")] * 8)
     async with adapter_on(real_server) as a, adapter_on(real_server) as b:
         rec_a, rec_b = Recorder(a), Recorder(b)
         info = await a.start_session(T, title=name)

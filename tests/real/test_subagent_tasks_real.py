@@ -12,15 +12,7 @@ import time
 import pytest
 
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import (
-    Hang,
-    ModelRequest,
-    Text,
-    ToolCall,
-    ToolCalls,
-    script_marker,
-    task_call,
-)
+from adapter.testing import model as scripted
 from tests.adapter_support import Recorder
 from tests.real.conftest import adapter_on
 
@@ -33,19 +25,24 @@ async def test_parallel_subagents_are_tasks_named_by_their_calls(
     real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     name = unique_name
-    scripted_model.script(f"{name}-a", [Text("answer of alpha")])
-    scripted_model.script(f"{name}-b", [Text("answer of beta")])
+    scripted_model.script(f"{name}-a", [scripted.Text("answer of alpha")])
+    scripted_model.script(f"{name}-b", [scripted.Text("answer of beta")])
     scripted_model.script(
         name,
         [
-            ToolCalls([task_call("alpha", f"{name}-a"), task_call("beta", f"{name}-b", "explore")]),
-            Text("root done"),
+            scripted.ToolCalls(
+                [
+                    scripted.task_call("alpha", f"{name}-a"),
+                    scripted.task_call("beta", f"{name}-b", "explore"),
+                ]
+            ),
+            scripted.Text("root done"),
         ],
     )
     async with adapter_on(real_server) as oc:
         rec = Recorder(oc)
         root = (await oc.start_session(T, title=name)).session_id
-        turn = await oc.send_turn(T, "go " + script_marker(name))
+        turn = await oc.send_turn(T, "go " + scripted.script_marker(name))
         await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id, timeout=60)
         await rec.close()
     calls = {
@@ -80,28 +77,34 @@ async def test_one_subagent_stopped_alone_the_sibling_and_the_turn_go_on(
     depth: int,
 ) -> None:
     name = unique_name
-    scripted_model.script(f"{name}-hang", [Hang()])
+    scripted_model.script(f"{name}-hang", [scripted.Hang()])
     if depth == 2:
         scripted_model.script(
-            f"{name}-a", [ToolCalls([task_call("deeper", f"{name}-hang")]), Text("never")]
+            f"{name}-a",
+            [
+                scripted.ToolCalls([scripted.task_call("deeper", f"{name}-hang")]),
+                scripted.Text("never"),
+            ],
         )
     else:
-        scripted_model.script(f"{name}-a", [Hang()])
+        scripted_model.script(f"{name}-a", [scripted.Hang()])
     # The sibling streams its answer for about 4 s: still busy when alpha was stopped.
-    scripted_model.script(f"{name}-b", [Text("beta " * 40, chunk_size=5, delay=0.1)])
+    scripted_model.script(f"{name}-b", [scripted.Text("beta " * 40, chunk_size=5, delay=0.1)])
     plan = [{"content": "ask both", "status": "in_progress", "priority": "high"}]
     scripted_model.script(
         name,
         [
-            ToolCalls([ToolCall("todowrite", {"todos": plan})]),
-            ToolCalls([task_call("alpha", f"{name}-a"), task_call("beta", f"{name}-b")]),
-            Text("the root's answer"),
+            scripted.ToolCalls([scripted.ToolCall("todowrite", {"todos": plan})]),
+            scripted.ToolCalls(
+                [scripted.task_call("alpha", f"{name}-a"), scripted.task_call("beta", f"{name}-b")]
+            ),
+            scripted.Text("the root's answer"),
         ],
     )
     async with adapter_on(real_server) as oc:
         rec = Recorder(oc)
         root = (await oc.start_session(T, title=name)).session_id
-        turn = await oc.send_turn(T, "go " + script_marker(name))
+        turn = await oc.send_turn(T, "go " + scripted.script_marker(name))
         await rec.wait_for("task.started", lambda _: len(rec.of("task.started", T)) > depth, 60)
         tasks = {e.description: e.session_id for e in rec.of("task.started", T)}
         alpha, beta = tasks["alpha"], tasks["beta"]
@@ -145,7 +148,7 @@ async def _model_call_open(model: ScriptedModelServer, name: str, hanging: int) 
     """Until ``hanging`` model requests of the test's children are open (the stopped
     subtree's hanging one and the sibling's streaming one)."""
 
-    def open_ones(requests: list[ModelRequest]) -> bool:
+    def open_ones(requests: list[scripted.ModelRequest]) -> bool:
         mine = [r for r in requests if r.script and r.script.startswith(f"{name}-")]
         return sum(1 for r in mine if r.ended_at is None and not r.is_title) >= hanging
 

@@ -33,15 +33,7 @@ from playwright.async_api import Page
 
 from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
-from adapter.testing.model import (
-    Hang,
-    ModelRequest,
-    Text,
-    ToolCall,
-    ToolCalls,
-    script_marker,
-    task_call,
-)
+from adapter.testing import model as scripted
 from tests.real.web_process import follow_events, web_command
 from tests.web.browser_support import blocked, chromium
 
@@ -57,8 +49,8 @@ ANSWER = [BEFORE, SLOW]
 
 async def open_request(
     model: ScriptedModelServer, script: str, timeout: float = 60
-) -> ModelRequest:
-    def found(requests: list[ModelRequest]) -> list[ModelRequest]:
+) -> scripted.ModelRequest:
+    def found(requests: list[scripted.ModelRequest]) -> list[scripted.ModelRequest]:
         return [r for r in requests if r.script == script and r.ended_at is None]
 
     return (await model.wait_for_async(found, timeout=timeout))[0]
@@ -114,17 +106,19 @@ async def test_kill_9_mid_turn_the_page_reconnects_to_a_new_backend_and_stops_th
 ) -> None:
     name, token, thread = unique_name, secrets.token_urlsafe(24), "crash"
     waiter = f"{name}-h"
-    scripted_model.script(waiter, [Hang()])
-    bash = ToolCall("bash", {"command": f"echo {ECHOED}", "description": "build"})
+    scripted_model.script(waiter, [scripted.Hang()])
+    bash = scripted.ToolCall("bash", {"command": f"echo {ECHOED}", "description": "build"})
     scripted_model.script(
         name,
         [
-            ToolCalls([bash], text=BEFORE),
-            ToolCalls([task_call("wait", waiter)], text=SLOW, chunk_size=4, delay=0.06),
+            scripted.ToolCalls([bash], text=BEFORE),
+            scripted.ToolCalls(
+                [scripted.task_call("wait", waiter)], text=SLOW, chunk_size=4, delay=0.06
+            ),
         ],
     )
     store, log, port = tmp_path / "threads.sqlite3", tmp_path / "web.log", free_port()
-    prompt = "Build it. " + script_marker(name)
+    prompt = "Build it. " + scripted.script_marker(name)
     async with watched_page(tmp_path) as (page, errors):
         async with web_command(real_server, store, port, log, token) as first:
             async with first.client() as http:
@@ -259,19 +253,24 @@ async def test_a_rolling_restart_while_5_turns_run_loses_no_text(
     # Its root's last step calls a task whose own task never ends. (With one level, a
     # task whose model call never ends, a worker that did not send the Stop ends the
     # turn "completed": a bug of the adapter's, reported, outside this test.)
-    scripted_model.script(f"{names[stopped]}-g", [Hang()])
+    scripted_model.script(f"{names[stopped]}-g", [scripted.Hang()])
     scripted_model.script(
-        f"{names[stopped]}-h", [ToolCalls([task_call("dig", f"{names[stopped]}-g")])]
+        f"{names[stopped]}-h",
+        [scripted.ToolCalls([scripted.task_call("dig", f"{names[stopped]}-g")])],
     )
     for i, name in enumerate(names):
         said, slow = rolling_texts(i)
-        bash = ToolCall("bash", {"command": f"echo thread {i} built", "description": "build"})
+        bash = scripted.ToolCall(
+            "bash", {"command": f"echo thread {i} built", "description": "build"}
+        )
         last = (
-            ToolCalls([task_call("wait", f"{name}-h")], text=slow, chunk_size=4, delay=0.1)
+            scripted.ToolCalls(
+                [scripted.task_call("wait", f"{name}-h")], text=slow, chunk_size=4, delay=0.1
+            )
             if i == stopped
-            else Text(slow, chunk_size=4, delay=0.1)
+            else scripted.Text(slow, chunk_size=4, delay=0.1)
         )  # 4 characters every 0.1 s: about 6 s
-        scripted_model.script(name, [ToolCalls([bash], text=said), last])
+        scripted_model.script(name, [scripted.ToolCalls([bash], text=said), last])
     threads = [f"roll-{i}" for i in range(ROLLING)]
     store, log, port = tmp_path / "threads.sqlite3", tmp_path / "web.log", free_port()
     before: list[list[dict[str, Any]]] = [[] for _ in threads]
@@ -291,7 +290,7 @@ async def test_a_rolling_restart_while_5_turns_run_loses_no_text(
         ]
         for thread, name in zip(threads, names, strict=True):
             sent = await http.post(
-                f"/threads/{thread}/turns", json={"text": "go " + script_marker(name)}
+                f"/threads/{thread}/turns", json={"text": "go " + scripted.script_marker(name)}
             )
             assert sent.status_code == 202, sent.text
             turns.append(sent.json()["turn_id"])
