@@ -112,6 +112,19 @@ def assistant_message_info(
     return info
 
 
+async def a_step_finished(fake: FakeOpenCodeServer, session_id: str) -> None:
+    """Until the fake has emitted an assistant message of ``session_id`` with its
+    ``finish`` (one of its model steps ended), since the fake started."""
+    await fake.wait_for_event(
+        "message.updated",
+        lambda e: (
+            e["properties"]["info"]["sessionID"] == session_id
+            and e["properties"]["info"].get("finish") is not None
+        ),
+        since=0,
+    )
+
+
 async def held_abort(
     fake: FakeOpenCodeServer, session_id: str, stop: Coroutine[Any, Any, R]
 ) -> tuple[Hold, asyncio.Task[R]]:

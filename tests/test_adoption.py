@@ -10,12 +10,21 @@ that ends before it, a Stop during it, a follow-up during it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
-from adapter import ContentDelta, ItemCompleted, OpenCodeAdapter, Timeouts, TurnStarted
-from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task, Text, Tool
+from adapter import (
+    ContentDelta,
+    ItemCompleted,
+    OpenCodeAdapter,
+    SessionInfo,
+    Timeouts,
+    TurnStarted,
+)
+from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task, Text, Tool
 from adapter.testing.pytest_plugin import AdapterFactory
 from tests.adapter_support import Recorder
 
@@ -247,16 +256,32 @@ async def test_an_adoption_that_finds_the_run_ended_emits_it_and_ends_it(
     assert [e.type for e in rec.events if e.type.startswith("turn.")][-1] == "turn.completed"
 
 
-async def test_a_stop_during_the_read_back_stops_the_tree_and_keeps_what_it_made(
-    fake: FakeOpenCodeServer,
-) -> None:
-    root, tree = await working_tree(fake)
+#: The adapter, its recorder, the read-back's hold, the resuming start's task and the
+#: adopted turn's start.
+HeldAdoption = tuple[OpenCodeAdapter, Recorder, Hold, "asyncio.Task[SessionInfo]", TurnStarted]
+
+
+@contextlib.asynccontextmanager
+async def adopting_held_at_the_read_back(
+    fake: FakeOpenCodeServer, root: str
+) -> AsyncIterator[HeldAdoption]:
+    """An adapter resuming ``root``, found working: its turn started, the adoption held at
+    the read-back's walk of the tree (``release()`` the hold to let it on)."""
     tree_read = fake.hold("GET", f"/session/{root}/children")  # the read-back's walk
     async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
         rec = Recorder(oc)
         start = asyncio.create_task(oc.start_session(T, resume=cursor(root)))
         started = await rec.wait_for("turn.started")
         await tree_read.started.wait()
+        yield oc, rec, tree_read, start, started
+
+
+async def test_a_stop_during_the_read_back_stops_the_tree_and_keeps_what_it_made(
+    fake: FakeOpenCodeServer,
+) -> None:
+    root, tree = await working_tree(fake)
+    held = adopting_held_at_the_read_back(fake, root)
+    async with held as (oc, rec, tree_read, start, started):
         stop = asyncio.create_task(oc.interrupt_turn(T, started.turn_id))
         tree_read.release()
         result = await stop
@@ -276,12 +301,8 @@ async def test_a_follow_up_during_the_adoption_joins_the_adopted_turn(
     root = await new_session(fake)
     await prompt(fake, root, "go [[script:long]]")
     await fake.wait_hanging(root)
-    tree_read = fake.hold("GET", f"/session/{root}/children")  # the read-back's walk
-    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
-        rec = Recorder(oc)
-        start = asyncio.create_task(oc.start_session(T, resume=cursor(root)))
-        started = await rec.wait_for("turn.started")
-        await tree_read.started.wait()
+    held = adopting_held_at_the_read_back(fake, root)
+    async with held as (oc, rec, tree_read, start, started):
         follow_up = asyncio.create_task(oc.send_turn(T, "and this too"))
         await fake.wait_until(lambda: "and this too" in texts(fake, root))
         tree_read.release()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -347,15 +348,20 @@ def test_every_third_party_package_imported_is_declared() -> None:
     assert sorted(undeclared) == []
 
 
-def test_every_module_of_a_concept_package_is_named_in_its_paragraph() -> None:
-    """The page says what each module of ``_base/`` ... ``_stop/`` is for, so a new one
-    is placed and described, not dropped in."""
+def layer_paragraphs() -> Iterator[tuple[Path, str]]:
+    """Each layer's package (``adapter/_x/``) and its ``### `_x/``` paragraph on the page."""
     text = ARCHITECTURE.read_text()
-    unnamed: list[str] = []
     for package in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name.startswith("_")):
         if package.name == "__pycache__":
             continue
-        paragraph = text.split(f"### `{package.name}/`", 1)[1].split("\n### ", 1)[0]
+        yield package, text.split(f"### `{package.name}/`", 1)[1].split("\n### ", 1)[0]
+
+
+def test_every_module_of_a_concept_package_is_named_in_its_paragraph() -> None:
+    """The page says what each module of ``_base/`` ... ``_stop/`` is for, so a new one
+    is placed and described, not dropped in."""
+    unnamed: list[str] = []
+    for package, paragraph in layer_paragraphs():
         unnamed += [
             f"{package.name}/{module.name}"
             for module in sorted(package.glob("_*.py"))
@@ -388,12 +394,8 @@ def test_every_package_docstring_names_its_modules() -> None:
 def test_each_layer_package_docstring_names_the_modules_its_paragraph_names() -> None:
     """``adapter/_x/__init__.py`` and ``docs/architecture.md``'s ``_x/`` paragraph route
     to the same modules: the page is the map, the docstring the map at hand."""
-    text = ARCHITECTURE.read_text()
     differ: list[str] = []
-    for package in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name.startswith("_")):
-        if package.name == "__pycache__":
-            continue
-        paragraph = text.split(f"### `{package.name}/`", 1)[1].split("\n### ", 1)[0]
+    for package, paragraph in layer_paragraphs():
         docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
         on_page = set(re.findall(r"`(_[a-z_]+)`", paragraph))
         in_docstring = set(re.findall(r"``(_[a-z_]+)``", docstring))

@@ -19,7 +19,7 @@ from adapter import Message, ModelCost, ModelInfo, OpenCodeAdapter, TurnUsage
 from adapter._client._context_limits import ContextLimits
 from adapter._turns._usage_meter import UsageMeter
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Task, Text, Tool
-from tests.adapter_support import Recorder, start_scripted_turn
+from tests.adapter_support import Recorder, a_step_finished, start_scripted_turn
 
 T = "thread-1"
 ROOT = "ses_root"
@@ -169,14 +169,7 @@ async def test_the_meter_is_the_roots_even_when_only_a_subagent_finished_steps(
     fake.script("child", [Tool("read", {"filePath": "/x"}, output="x"), Hang()])
     info, _ = await start_scripted_turn(oc, fake, T, "root", [Task("explore", "child")])
     child = await rec.wait_for("child.started")
-    await fake.wait_for_event(
-        "message.updated",
-        lambda e: (
-            e["properties"]["info"]["sessionID"] == child.session_id
-            and e["properties"]["info"].get("finish") is not None
-        ),
-        since=0,
-    )
+    await a_step_finished(fake, child.session_id)
     result = await oc.interrupt_turn(T)
     assert result.usage.by_session[child.session_id].output_tokens == 5
     assert info.session_id not in result.usage.by_session or (

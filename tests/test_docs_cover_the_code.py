@@ -35,20 +35,13 @@ import pytest
 
 import adapter
 from adapter import OpenCodeAdapter, OpenCodeClient
+from tests.test_public_api import PUBLIC_MODULES as TYPED_MODULES
 
 CHECKOUT = Path(adapter.__file__).resolve().parent.parent
 DOCS = CHECKOUT / "docs"
 
 #: Modules whose ``__all__`` is public; each name must be on some page.
-PUBLIC_MODULES = (
-    "adapter",
-    "adapter.web",
-    "adapter.acp",
-    "adapter.testing",
-    "adapter.testing.fake",
-    "adapter.testing.model",
-    "adapter.testing.pytest_plugin",
-)
+PUBLIC_MODULES = (*TYPED_MODULES, "adapter.testing.pytest_plugin")
 
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 _INLINE = re.compile(r"(`+)(.+?)\1", re.S)

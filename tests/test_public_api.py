@@ -49,6 +49,8 @@ def test_dataclasses_keep_their_module_so_their_annotations_resolve() -> None:
     assert dataclasses.fields(adapter.Timeouts)
 
 
+#: The modules whose ``__all__`` is public and typed (``tests/test_docs_cover_the_code.py``
+#: adds the pytest plugin's, which it documents).
 PUBLIC_MODULES = (
     "adapter",
     "adapter.web",

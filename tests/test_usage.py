@@ -22,7 +22,7 @@ from adapter import (
 )
 from adapter._turns._usage_meter import UsageFeed
 from adapter.testing.fake import Fail, FakeOpenCodeServer, Hang, Task, Text, Tool
-from tests.adapter_support import Recorder, start_scripted_turn
+from tests.adapter_support import Recorder, a_step_finished, start_scripted_turn
 
 T = "thread-1"
 #: Per million tokens; a fake step (10 input, 5 output tokens) then costs 0.02.
@@ -157,14 +157,7 @@ async def test_an_interrupted_tree_counts_its_children_and_is_incomplete(
     info = await oc.start_session(T)
     await oc.send_turn(T, "go [[script:root]]")
     grandchild = await rec.wait_for("child.started", lambda e: e.parent_id != info.session_id)
-    await fake.wait_for_event(
-        "message.updated",
-        lambda e: (
-            e["properties"]["info"]["sessionID"] == grandchild.session_id
-            and e["properties"]["info"].get("finish") is not None
-        ),
-        since=0,
-    )
+    await a_step_finished(fake, grandchild.session_id)
     result = await oc.interrupt_turn(T)
     aborted = await rec.wait_for("turn.aborted")
 
