@@ -39,6 +39,15 @@ THREAD_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/requests/per_1", {"decision": "accept"}),
 ]
 
+#: Every API route, on the thread ``T``: the thread list, each of :data:`THREAD_ROUTES`,
+#: the inventory (method, path).
+API_ROUTES: list[tuple[str, str]] = [
+    ("POST", "/threads"),
+    ("GET", "/threads"),
+    *[(method, f"/threads/{T}{path}") for method, path, _ in THREAD_ROUTES],
+    ("GET", "/inventory"),
+]
+
 #: The body limits ``docs/web.md`` documents ("Bodies and thread ids"): bodies up to
 #: ``MAX_BODY_BYTES`` = 4 MiB, JSON nested up to ``MAX_JSON_DEPTH`` = 32 levels. The tests
 #: hold the app to the documented numbers (a change of either shows as a failure here).

@@ -17,7 +17,7 @@ from adapter import OpenCodeAdapter, Timeouts
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Permission, Task
 from adapter.web import create_app
 from tests.adapter_support import Recorder
-from tests.web.app_driver import SseClient
+from tests.web.app_driver import API_ROUTES, SseClient
 
 TOKEN = "tok-9f8e7d"
 PASSWORD = "oc-pass-5ecret-42"
@@ -43,21 +43,7 @@ def bearer(token: str = TOKEN) -> dict[str, str]:
 
 
 async def test_every_api_route_needs_the_token(app_client: httpx.AsyncClient) -> None:
-    routes = [
-        ("POST", "/threads"),
-        ("GET", "/threads"),
-        ("GET", "/threads/t"),
-        ("POST", "/threads/t/turns"),
-        ("POST", "/threads/t/stop"),
-        ("POST", "/threads/t/subagents/ses_child/stop"),
-        ("POST", "/threads/t/fork"),
-        ("POST", "/threads/t/commands"),
-        ("GET", "/inventory"),
-        ("GET", "/threads/t/events"),
-        ("GET", "/threads/t/tree"),
-        ("POST", "/threads/t/requests/per_1"),
-        ("GET", "/no/such/route"),
-    ]
+    routes = [*API_ROUTES, ("GET", "/no/such/route")]
     for method, path in routes:
         for headers in (
             {},

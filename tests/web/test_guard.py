@@ -29,7 +29,7 @@ from adapter.testing.fake import FakeOpenCodeServer, Permission
 from adapter.web import create_app
 from adapter.web._guard import RequestGuard
 from tests.adapter_support import Recorder
-from tests.web.app_driver import subscribers
+from tests.web.app_driver import API_ROUTES, subscribers
 
 EVIL = "https://evil.example"
 JSON = {"Content-Type": "application/json"}
@@ -98,17 +98,7 @@ def let_through(response: httpx.Response) -> None:
 ROUTES = [
     ("GET", "/"),
     ("GET", "/static/app.js"),
-    ("GET", "/threads"),
-    ("POST", "/threads"),
-    ("GET", "/threads/t"),
-    ("POST", "/threads/t/turns"),
-    ("POST", "/threads/t/stop"),
-    ("POST", "/threads/t/subagents/ses_child/stop"),
-    ("POST", "/threads/t/fork"),
-    ("POST", "/threads/t/commands"),
-    ("GET", "/inventory"),
-    ("GET", "/threads/t/events"),
-    ("POST", "/threads/t/requests/per_1"),
+    *API_ROUTES,
     ("GET", "/no/such/route"),
     ("OPTIONS", "/threads"),
 ]
