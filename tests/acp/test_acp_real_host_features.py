@@ -13,6 +13,7 @@ from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, ModelRequest, Text, ToolCalls, script_marker, task_call
 from tests.acp.test_acp_real import agent
+from tests.real.scripts import script_two_subagents
 
 pytestmark = pytest.mark.real
 
@@ -62,16 +63,8 @@ async def test_stop_subagent_stops_one_of_two_parallel_subagents_and_the_prompt_
     command_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     name = unique_name
-    scripted_model.script(f"{name}-a", [Hang()])
     # The sibling streams its answer for about 8 s: still busy when alpha is stopped.
-    scripted_model.script(f"{name}-b", [Text("beta " * 80, chunk_size=5, delay=0.1)])
-    scripted_model.script(
-        name,
-        [
-            ToolCalls([task_call("alpha", f"{name}-a"), task_call("beta", f"{name}-b")]),
-            Text("the root's answer"),
-        ],
-    )
+    script_two_subagents(scripted_model, name, beta_words=80)
     cwd = str(command_server.directory)
     async with agent(command_server) as (conn, client, _wire), opencode(command_server) as oc:
         sid = (await conn.new_session(cwd=cwd, mcp_servers=[])).session_id

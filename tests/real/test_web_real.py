@@ -25,9 +25,10 @@ import httpx
 import pytest
 
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
-from adapter.testing.model import Hang, Text, ToolCalls, script_marker, task_call
+from adapter.testing.model import script_marker
+from tests.real.scripts import script_two_subagents
 from tests.real.test_subagent_tasks_real import _model_call_open
-from tests.web.app_driver import parse_frame
+from tests.real.web_process import frames, read_to_url
 
 pytestmark = pytest.mark.real
 
@@ -49,10 +50,7 @@ def web_command(server: RealOpenCodeServer) -> Iterator[str]:
     try:
         assert process.stdout is not None
         # The command prints its URL once it listens.
-        for line in process.stdout:
-            if f"127.0.0.1:{port}/" in line:
-                break
-        else:
+        if not read_to_url(process.stdout, port):
             raise AssertionError(f"opencode-tree web ended: {process.wait()}")
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -85,14 +83,8 @@ async def test_the_inventory_through_the_web_command(real_server: RealOpenCodeSe
 
 async def read_events(stream: httpx.Response, found: asyncio.Queue[dict[str, Any]]) -> None:
     """Every event of an open event stream, put on ``found`` as it comes."""
-    block = ""
-    async for line in stream.aiter_lines():
-        if line:
-            block += line + "\n"
-            continue
-        frame = parse_frame(block)
-        block = ""
-        if frame is not None and frame.event != "stream.gap":
+    async for frame in frames(stream):
+        if frame.event != "stream.gap":
             await found.put(frame.json())
 
 
@@ -107,15 +99,7 @@ async def test_one_subagent_stopped_through_the_web_command(
     real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     name = unique_name
-    scripted_model.script(f"{name}-a", [Hang()])
-    scripted_model.script(f"{name}-b", [Text("beta " * 40, chunk_size=5, delay=0.1)])
-    scripted_model.script(
-        name,
-        [
-            ToolCalls([task_call("alpha", f"{name}-a"), task_call("beta", f"{name}-b")]),
-            Text("the root's answer"),
-        ],
-    )
+    script_two_subagents(scripted_model, name, beta_words=40)  # beta streams for about 4 s
     found: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     async with web_client(real_server) as http:
         made = await http.post("/threads", json={"thread_id": "w", "title": name})

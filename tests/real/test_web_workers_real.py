@@ -29,6 +29,7 @@ import pytest
 from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
 from adapter.testing.model import Hang, ModelRequest, ToolCall, ToolCalls, script_marker, task_call
+from tests.real.web_process import read_to_url
 
 pytestmark = pytest.mark.real
 
@@ -190,10 +191,7 @@ def test_make_web_serves_and_sigterm_stops_its_opencode_server(tmp_path: Path) -
     )
     try:
         assert process.stdout is not None
-        for line in process.stdout:
-            if f"127.0.0.1:{port}/" in line:
-                break
-        else:
+        if not read_to_url(process.stdout, port):
             raise AssertionError(f"web --try ended: {process.wait()}")
         [server] = [int(p) for p in _children(process.pid)]
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False) as http:

@@ -3,8 +3,9 @@
 :class:`WebCommand` starts the command in a process group of its own on a given port
 and store (so a SIGKILL of the group is a crash of the command and all its workers),
 waits, off the event loop, until it prints its URL (every worker serves), and records
-how long that took. :func:`follow_events` reads one thread's event stream through it
-(``?replay=1``, as the page subscribes) into a list, frame by frame.
+how long that took (:func:`read_to_url`, which the other web command tests use too).
+:func:`frames` reads an event stream frame by frame; :func:`follow_events` reads one
+thread's event stream through it (``?replay=1``, as the page subscribes) into a list.
 """
 
 from __future__ import annotations
@@ -21,16 +22,35 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
 from adapter.testing import RealOpenCodeServer
-from tests.web.app_driver import parse_frame
+from tests.web.app_driver import Frame, parse_frame
 
 #: The bearer token every command of a test takes (``--token-env WEB_T``): the page
 #: keeps it across a restart, as it would a host's fixed token.
 TOKEN_ENV = "WEB_T"
+
+
+def read_to_url(out: IO[str], port: int) -> bool:
+    """Reads ``out``, a web command's stdout, up to the URL line it prints once it listens
+    on ``port`` (every worker serving); False if the output ends first."""
+    return any(f"127.0.0.1:{port}/" in line for line in out)
+
+
+async def frames(response: httpx.Response) -> AsyncIterator[Frame]:
+    """Each frame of an open event stream, as it comes."""
+    block = ""
+    async for line in response.aiter_lines():
+        if line:
+            block += line + "\n"
+            continue
+        frame = parse_frame(block)
+        block = ""
+        if frame is not None:
+            yield frame
 
 
 @dataclass
@@ -89,11 +109,10 @@ class WebCommand:
         drains the rest in a thread, so the command never blocks on a full pipe."""
         assert self.process is not None and self.process.stdout is not None
         out = self.process.stdout
-        for line in out:
-            if f"127.0.0.1:{self.port}/" in line:
-                self._drain = threading.Thread(target=out.read, daemon=True)
-                self._drain.start()
-                return True
+        if read_to_url(out, self.port):
+            self._drain = threading.Thread(target=out.read, daemon=True)
+            self._drain.start()
+            return True
         return False
 
     def kill(self) -> None:
@@ -151,14 +170,8 @@ async def follow_events(
         "GET", f"/threads/{thread_id}/events", params={"replay": "1"}, timeout=None
     ) as response:
         assert response.status_code == 200, await response.aread()
-        block = ""
-        async for line in response.aiter_lines():
-            if line:
-                block += line + "\n"
-                continue
-            frame = parse_frame(block)
-            block = ""
-            if frame is not None and frame.data:
+        async for frame in frames(response):
+            if frame.data:
                 into.append(json.loads(frame.data))
                 if times is not None:
                     times.append(time.monotonic())
