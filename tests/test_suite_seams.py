@@ -248,13 +248,6 @@ def _fail_on(rule: str, offences: list[Offence], fix: str) -> None:
         pytest.fail(f"{len(offences)} {rule} in {files} files ({fix}):\n{lines}", pytrace=False)
 
 
-LEAD_FLIPS = (
-    "the suite's conversion to public seams is under way; the lead removes this mark when "
-    "the last offender is gone"
-)
-
-
-@pytest.mark.xfail(strict=False, reason=LEAD_FLIPS)
 def test_no_private_attribute_or_module_of_the_adapter_is_read_outside_tests_of_internals() -> None:
     offences: list[Offence] = []
     used: set[str] = set()
@@ -274,7 +267,6 @@ def test_no_private_attribute_or_module_of_the_adapter_is_read_outside_tests_of_
     )
 
 
-@pytest.mark.xfail(strict=False, reason=LEAD_FLIPS)
 def test_no_fixed_sleep_outside_a_polling_loop() -> None:
     offences = [o for path, tree in _modules() for o in fixed_sleeps(tree, path)]
     _fail_on(
