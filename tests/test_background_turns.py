@@ -69,6 +69,14 @@ class Root:
         }
         self.fake.emit("message.part.updated", {"sessionID": self.session_id, "part": part})
 
+    def runs_on_result(self, child: str, text: str) -> None:
+        """The root's run on ``child``'s result, as the server plays it: the synthetic
+        result message, then busy, the answer ``text``, idle."""
+        self.user("msg_zzresult", text=result_text(child))
+        self.status("busy")
+        self.assistant("msg_zzresult", text=text)
+        self.status("idle")
+
     def _message(self, message_id: str, parent_id: str, *, completed: bool) -> None:
         info = assistant_message_info(
             self.session_id, message_id, parent_id, completed=3 if completed else None
@@ -109,9 +117,10 @@ class Prompts:
         return httpx.Response(204)
 
 
-async def a_root_that_started_a_background_child(h: Harness) -> tuple[Root, str, str, str]:
-    """A turn whose root started a background child, answered and went idle: the root,
-    the turn's id, its prompt's id and the child's id (busy)."""
+async def a_root_that_started_a_background_child(h: Harness) -> tuple[Root, str, str]:
+    """A turn whose root started a background child, answered and went idle, once the
+    adapter has handled it all (``quiet``): the root, the turn's id and the child's id
+    (busy)."""
     root_id = (await h.oc.start_session(T)).session_id
     prompts = Prompts(h.fake)
     turn = await h.oc.send_turn(T, "go")
@@ -123,7 +132,8 @@ async def a_root_that_started_a_background_child(h: Harness) -> tuple[Root, str,
     root.assistant(prompt, task_child=child)
     root.assistant(prompt, text="answered at once")
     root.status("idle")
-    return root, turn.turn_id, prompt, child
+    await quiet(h)
+    return root, turn.turn_id, child
 
 
 async def quiet(h: Harness) -> None:
@@ -141,17 +151,13 @@ async def test_the_turn_waits_for_its_background_child_and_the_roots_run_on_its_
     fake: FakeOpenCodeServer,
 ) -> None:
     async with Harness(fake) as h:
-        root, turn_id, _, child = await a_root_that_started_a_background_child(h)
-        await quiet(h)
+        root, turn_id, child = await a_root_that_started_a_background_child(h)
         assert h.rec.of("turn.completed") == [], "the child still works"
         assert h.oc.session_info(T).status == "running"
         child_ends(fake, child)
         await quiet(h)
         assert h.rec.of("turn.completed") == [], "the root is owed the child's result"
-        root.user("msg_zzresult", text=result_text(child))
-        root.status("busy")
-        root.assistant("msg_zzresult", text=" and ran on the result")
-        root.status("idle")
+        root.runs_on_result(child, " and ran on the result")
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
         assert done.turn_id == turn_id
         text = "".join(e.delta for e in h.rec.of("content.delta") if e.turn_id == turn_id)
@@ -163,8 +169,7 @@ async def test_an_aborted_background_child_owes_nothing_and_the_turn_ends_at_its
     fake: FakeOpenCodeServer,
 ) -> None:
     async with Harness(fake) as h:
-        _, turn_id, _, child = await a_root_that_started_a_background_child(h)
-        await quiet(h)
+        _, turn_id, child = await a_root_that_started_a_background_child(h)
         emit_session_error(fake, child, "MessageAbortedError", "Aborted")
         child_ends(fake, child)
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
@@ -176,8 +181,7 @@ async def test_a_result_the_server_never_delivers_is_given_up_with_a_warning(
     fake: FakeOpenCodeServer,
 ) -> None:
     async with Harness(fake, timeouts=fast(echo=0.3, watchdog=0.05)) as h:
-        _, turn_id, _, child = await a_root_that_started_a_background_child(h)
-        await quiet(h)
+        _, turn_id, child = await a_root_that_started_a_background_child(h)
         child_ends(fake, child)
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
         assert done.turn_id == turn_id
@@ -191,13 +195,9 @@ async def test_a_child_whose_idle_event_was_lost_is_seen_ended_in_the_status(
     """The child's idle never reaches the adapter; its result does, and the root's run on
     it: the root's idle asks the status, which shows the child idle, and the turn ends."""
     async with Harness(fake) as h:
-        root, turn_id, _, child = await a_root_that_started_a_background_child(h)
-        await quiet(h)
+        root, turn_id, child = await a_root_that_started_a_background_child(h)
         fake.set_status(child, {"type": "idle"})  # emits session.status only ...
-        root.user("msg_zzresult", text=result_text(child))
-        root.status("busy")
-        root.assistant("msg_zzresult", text=" then more")
-        root.status("idle")
+        root.runs_on_result(child, " then more")
         done = await h.rec.wait_for("turn.completed", timeout=5.0)
         assert done.turn_id == turn_id
 
@@ -206,8 +206,7 @@ async def test_a_steer_while_background_children_work_belongs_to_the_open_turn(
     fake: FakeOpenCodeServer,
 ) -> None:
     async with Harness(fake) as h:
-        _, turn_id, _, child = await a_root_that_started_a_background_child(h)
-        await quiet(h)
+        _, turn_id, child = await a_root_that_started_a_background_child(h)
         steer = await h.oc.send_turn(T, "meanwhile")
         assert steer.turn_id == turn_id
         assert len(h.rec.of("turn.started")) == 1

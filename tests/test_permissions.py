@@ -90,46 +90,40 @@ async def test_a_live_thread_changes_its_mode(
     assert (await oc.set_permissions(T, custom)).permissions == tuple(custom)
 
 
+BASH = Tool("bash", {"command": "echo hi"}, output="hi\n")
+EDIT = Tool("write", {"filePath": "/work/a.txt", "content": "x"}, output="Wrote file")
+
+
 @pytest.mark.parametrize(
-    ("preset", "asked"), [("ask", True), ("auto-edit", True), ("full-access", False)]
+    ("tool", "preset", "asks"),
+    [
+        pytest.param(BASH, "ask", ("bash", ("echo hi",)), id="bash-ask"),
+        pytest.param(BASH, "auto-edit", ("bash", ("echo hi",)), id="bash-auto-edit"),
+        pytest.param(BASH, "full-access", None, id="bash-full-access"),
+        pytest.param(EDIT, "ask", ("edit", ("work/a.txt",)), id="edit-ask"),
+        pytest.param(EDIT, "auto-edit", None, id="edit-auto-edit"),
+    ],
 )
-async def test_bash_asks_or_not_by_preset(
+async def test_a_tool_asks_or_not_by_preset(
     oc: OpenCodeAdapter,
     fake: FakeOpenCodeServer,
     rec: Recorder,
+    tool: Tool,
     preset: PermissionPreset,
-    asked: bool,
+    asks: tuple[str, tuple[str, ...]] | None,
 ) -> None:
-    fake.script("bash", [Tool("bash", {"command": "echo hi"}, output="hi\n"), Text("done")])
+    """Bash asks in both asking modes, an edit in ``ask`` only; ``full-access`` asks for
+    nothing. What asks is accepted and the turn completes."""
+    fake.script("tool", [tool, Text("done")])
     await oc.start_session(T, permissions=preset)
-    await oc.send_turn(T, "go [[script:bash]]")
-    if asked:
+    await oc.send_turn(T, "go [[script:tool]]")
+    if asks is not None:
         opened = await rec.wait_for("request.opened")
-        assert opened.permission == "bash"
+        assert (opened.permission, opened.patterns) == asks
         await oc.respond_to_request(T, opened.request_id, "accept")
     ended = await rec.wait_for("turn.completed")
     assert ended.state == "completed"
-    assert len(rec.of("request.opened")) == int(asked)
-
-
-@pytest.mark.parametrize(("preset", "asked"), [("ask", True), ("auto-edit", False)])
-async def test_edits_ask_only_in_ask_mode(
-    oc: OpenCodeAdapter,
-    fake: FakeOpenCodeServer,
-    rec: Recorder,
-    preset: PermissionPreset,
-    asked: bool,
-) -> None:
-    edit = Tool("write", {"filePath": "/work/a.txt", "content": "x"}, output="Wrote file")
-    fake.script("write", [edit, Text("done")])
-    await oc.start_session(T, permissions=preset)
-    await oc.send_turn(T, "go [[script:write]]")
-    if asked:
-        opened = await rec.wait_for("request.opened")
-        assert (opened.permission, opened.patterns) == ("edit", ("work/a.txt",))
-        await oc.respond_to_request(T, opened.request_id, "accept")
-    await rec.wait_for("turn.completed")
-    assert len(rec.of("request.opened")) == int(asked)
+    assert len(rec.of("request.opened")) == int(asks is not None)
 
 
 async def test_raw_rules_are_sent_as_given(oc: OpenCodeAdapter, fake: FakeOpenCodeServer) -> None:
