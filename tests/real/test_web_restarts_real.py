@@ -21,21 +21,19 @@ process group of its own; the next one runs on the same store and port.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Page
 
 from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
 from adapter.testing import model as scripted
 from tests.real.web_process import follow_events, web_command
-from tests.web.browser_support import blocked, chromium
+from tests.web.browser_support import watched_page
 
 pytestmark = pytest.mark.real
 
@@ -59,21 +57,6 @@ async def open_request(
 async def busy(server: RealOpenCodeServer) -> set[str]:
     async with OpenCodeClient(server.base_url, directory=str(server.directory)) as client:
         return {sid for sid, status in (await client.status()).items() if status.is_busy}
-
-
-@contextlib.asynccontextmanager
-async def watched_page(tmp_path: Path) -> AsyncIterator[tuple[Page, list[str]]]:
-    """A Chromium page and the errors it reports; a failure saves ``failure.png``."""
-    async with chromium() as browser:
-        page = await browser.new_page(viewport={"width": 1000, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda message: errors.extend(blocked(message)))
-        try:
-            yield page, errors
-        except BaseException:
-            await page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            raise
 
 
 # The root's answer texts, one per text box, in the page's order.
@@ -298,6 +281,11 @@ async def test_a_rolling_restart_while_5_turns_run_loses_no_text(
         await scripted_model.wait_for_async(
             lambda rs: {r.script for r in rs if r.step == 1 and r.open} >= set(names),
             timeout=60,
+        )
+        # ... and the first backend's page has shown a part of each (an open model request
+        # is not yet text on a page: on a loaded machine the stream can lag behind it).
+        await until(
+            lambda: all(root_texts(b, r) for b, r in zip(before, roots, strict=True)), followers
         )
         terminated_at = time.monotonic()
         first.terminate()

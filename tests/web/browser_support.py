@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
-from playwright.async_api import Browser, ConsoleMessage, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from adapter.testing import free_port
 
@@ -55,3 +56,20 @@ def blocked(message: ConsoleMessage) -> list[str]:
     console (``page.on("console", lambda m: errors.extend(blocked(m)))``)."""
     text = message.text
     return [text] if message.type == "error" and "Content Security Policy" in text else []
+
+
+@contextlib.asynccontextmanager
+async def watched_page(tmp_path: Path, width: int = 1000) -> AsyncIterator[tuple[Page, list[str]]]:
+    """A page of a fresh Chromium, ``width`` pixels wide, and the errors it reports
+    (script errors, anything the Content Security Policy blocked); a failure saves
+    ``failure.png`` in ``tmp_path``."""
+    async with chromium() as browser:
+        page = await browser.new_page(viewport={"width": width, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda message: errors.extend(blocked(message)))
+        try:
+            yield page, errors
+        except BaseException:
+            await page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise

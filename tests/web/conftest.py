@@ -1,4 +1,5 @@
-"""The web app over the adapter on the fake server (``tests/conftest.py``: ``fake``, ``rec``).
+"""The web app over the adapter on the fake server (``tests/conftest.py``: ``fake``, ``rec``);
+for the real tests here, ``opencode``: a real server of the module's own ``model``.
 
 The fixtures are factories where a test needs several of a thing (``open_events``,
 ``run_turn``), so no test repeats the set-up of its streams or turns.
@@ -7,17 +8,26 @@ The fixtures are factories where a test needs several of a thing (``open_events`
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
 import httpx
 import pytest
 from starlette.applications import Starlette
 
 from adapter import OpenCodeAdapter, Timeouts
+from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.fake import FakeOpenCodeServer, Question, Step, Text
 from adapter.web import create_app
 from tests.adapter_support import Recorder
 from tests.web.app_driver import COLOR, SseClient, T, open_stream
+
+
+@pytest.fixture(scope="module")
+def opencode(model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
+    """A real OpenCode server whose model is the module's ``model`` fixture (each real
+    module defines it, with its own settings such as ``default_text``): one a module."""
+    with RealOpenCodeServer(model.base_url) as server:
+        yield server
 
 
 @pytest.fixture

@@ -35,12 +35,6 @@ def model() -> Iterator[ScriptedModelServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def opencode(model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
-    with RealOpenCodeServer(model.base_url) as server:
-        yield server
-
-
 @pytest.fixture
 async def backend(opencode: RealOpenCodeServer, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     """uvicorn with 4 worker processes serving ``workers_host``; a client that opens a
