@@ -1,5 +1,6 @@
 """Helpers of the adapter tests on the in-process fake server: what the fake refuses,
-holds or emits on a test's word, scripted turns, the bodies it was sent, a replay.
+holds or emits on a test's word, scripted turns, the bodies it was sent, a replay, what a
+stream holds now.
 
 The fixtures themselves (``fake``, ``oc``, ``rec``) are the pytest plugin's
 (``tests/conftest.py`` names them); ``Recorder`` is the suite's name for the recorder
@@ -13,7 +14,7 @@ from typing import Any, TypeVar, overload
 
 import httpx
 
-from adapter import Event, OpenCodeAdapter, SessionInfo, TurnStart
+from adapter import Event, EventStream, OpenCodeAdapter, SessionInfo, TurnStart
 from adapter.testing import EventRecorder
 from adapter.testing.fake import FakeOpenCodeServer, Hold, Hook, Step, Text
 
@@ -161,6 +162,18 @@ async def another_turn_completed(
     fake.script("ok", [Text(text)])
     await oc.send_turn(thread_id, f"{prompt} [[script:ok]]")
     return await rec.wait_for("turn.completed")
+
+
+async def drain(stream: EventStream) -> list[Event]:
+    """What ``stream`` holds now (its ``backlog``), read without waiting for more; a stream
+    whose end is queued ends."""
+    out: list[Event] = []
+    for _ in range(stream.backlog):
+        try:
+            out.append(await anext(stream))
+        except StopAsyncIteration:
+            break
+    return out
 
 
 async def replayed_turn(oc: OpenCodeAdapter, thread_id: str) -> AsyncIterator[Event]:

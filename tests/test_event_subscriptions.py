@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from adapter import (
-    Event,
-    EventStream,
     InvalidInputError,
     OpenCodeAdapter,
     StreamGap,
@@ -26,7 +24,7 @@ from adapter import (
 )
 from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Step, Task, Text, Tool
-from tests.adapter_support import Recorder, start_scripted_turn
+from tests.adapter_support import Recorder, drain, start_scripted_turn
 
 A, B = "thread-a", "thread-b"
 
@@ -34,18 +32,6 @@ A, B = "thread-a", "thread-b"
 @pytest.fixture
 def timeouts() -> Timeouts:
     return Timeouts(abort=2.0, tree=2.0)
-
-
-async def drain(stream: EventStream) -> list[Event]:
-    """What is queued now (``backlog``), read without waiting for more; a stream whose
-    end is queued ends."""
-    out: list[Event] = []
-    for _ in range(stream.backlog):
-        try:
-            out.append(await anext(stream))
-        except StopAsyncIteration:
-            break
-    return out
 
 
 async def one_turn(oc: OpenCodeAdapter, rec: Recorder, thread: str, script: str) -> None:

@@ -11,14 +11,13 @@ counted the subagent's, would show it.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
+from tests.real.waits import a_hang_open
 
 pytestmark = pytest.mark.real
 
@@ -87,13 +86,7 @@ async def test_a_stopped_turns_meter_is_its_last_finished_root_step(
         rec = Recorder(oc)
         session_id = (await oc.start_session("t", title="meter stop")).session_id
         await oc.send_turn("t", "go " + script_marker(unique_name))
-        await asyncio.to_thread(
-            scripted_model.wait_for,
-            lambda requests: [
-                r for r in requests if r.open and r.kind == "hang" and r.script == unique_name
-            ],
-            30,
-        )
+        await a_hang_open(scripted_model, unique_name)
         result = await oc.interrupt_turn("t")
         aborted = await rec.wait_for("turn.aborted", timeout=30)
         shown = await uis_meter(opencode_client, session_id)

@@ -20,7 +20,7 @@ from adapter import AuthError, OpenCodeAdapter, OpenCodeClient, stop_tree
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
-from tests.real.waits import bash_printed
+from tests.real.waits import bash_printed, tree_of
 
 pytestmark = pytest.mark.real
 
@@ -44,14 +44,6 @@ async def rec(oc: OpenCodeAdapter) -> AsyncIterator[Recorder]:
 
 def bash(command: str) -> ToolCall:
     return ToolCall("bash", {"command": command, "description": command[:20]})
-
-
-async def tree_of(client: OpenCodeClient, root: str) -> list[str]:
-    """Every session reachable from ``root``, read from the server."""
-    seen = [root]
-    for sid in seen:
-        seen.extend(c.id for c in await client.children(sid) if c.id not in seen)
-    return seen
 
 
 async def busy(client: OpenCodeClient) -> set[str]:

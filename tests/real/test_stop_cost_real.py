@@ -30,6 +30,7 @@ import pytest
 from adapter import OpenCodeAdapter, OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
+from tests.real.waits import tree_of
 
 pytestmark = pytest.mark.real
 
@@ -48,13 +49,6 @@ ASK_BASH = {"agent": {"general": {"permission": {"bash": "ask"}}}}
 def asking_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
     with RealOpenCodeServer(scripted_model.base_url, config_overrides=ASK_BASH) as server:
         yield server
-
-
-async def _tree(client: OpenCodeClient, root: str) -> list[str]:
-    sessions = [root]
-    for sid in sessions:
-        sessions.extend(c.id for c in await client.children(sid) if c.id not in sessions)
-    return sessions
 
 
 async def _stop_and_count(
@@ -98,7 +92,7 @@ async def _stop_and_count(
                 lambda reqs: len({r.session_id for r in reqs if r.script == name and r.open}) >= 4,
                 timeout=60,
             )
-        tree = await _tree(client, root)
+        tree = await tree_of(client, root)
         started = time.monotonic()
         result = await oc.interrupt_turn(name)
         returned = time.monotonic()

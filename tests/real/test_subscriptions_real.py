@@ -8,22 +8,12 @@ import json
 
 import pytest
 
-from adapter import Event, EventStream, OpenCodeAdapter, TurnStopped
+from adapter import OpenCodeAdapter, TurnStopped
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
+from tests.adapter_support import drain
 
 pytestmark = pytest.mark.real
-
-
-async def queued(stream: EventStream) -> list[Event]:
-    """What ``stream`` holds now (its ``backlog``), read without waiting for more."""
-    out: list[Event] = []
-    for _ in range(stream.backlog):
-        try:
-            out.append(await anext(stream))
-        except StopAsyncIteration:
-            break
-    return out
 
 
 async def test_a_late_subscriber_the_tree_and_the_stop_on_the_stream(
@@ -54,14 +44,14 @@ async def test_a_late_subscriber_the_tree_and_the_stop_on_the_stream(
         assert [n.depth for n in tree] == [0, 1, 2]
         assert set(tree.busy) == {n.session_id for n in tree}, tree
 
-        seen = await queued(everything)
+        seen = await drain(everything)
         started = next(e for e in seen if e.type == "turn.started")
         late = oc.events(name, after=started.event_id)
         result = await oc.interrupt_turn(name)
         assert result.stop is not None and result.stop.ok
 
-        live = await queued(everything)
-        resumed = await queued(late)
+        live = await drain(everything)
+        resumed = await drain(late)
         whole = seen + live
         cut = whole.index(started)
         assert [e.event_id for e in resumed] == [e.event_id for e in whole[cut + 1 :]]

@@ -21,6 +21,7 @@ from adapter import OpenCodeAdapter, OpenCodeClient, SessionUsage, TurnUsage
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Step, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
+from tests.real.waits import a_hang_open
 
 pytestmark = pytest.mark.real
 
@@ -155,13 +156,7 @@ async def test_a_stopped_trees_usage_counts_the_subagents_spend(
     # The grandchild finishes one step and hangs in its second when the stop comes.
     gc, root = script_tree(scripted_model, unique_name, [bash("echo gc"), Hang("x")])
     async with turn_on_a_tree(priced_server, root, "usage stop") as (oc, client, rec, session_id):
-        await asyncio.to_thread(
-            scripted_model.wait_for,
-            lambda requests: [
-                r for r in requests if r.open and r.kind == "hang" and r.script == gc
-            ],
-            30,
-        )
+        await a_hang_open(scripted_model, gc)
         result = await oc.interrupt_turn("t")
         aborted = await rec.wait_for("turn.aborted", timeout=30)
         # What the server records late is stored soon after: wait until the stored sums

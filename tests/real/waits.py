@@ -1,6 +1,8 @@
 """Windows on a real server: a test that asserts something does not happen checks it at
 every round of a polling loop until a deadline, so a failure is seen when it happens and
-reported with how long the condition held."""
+reported with how long the condition held. Also the reads of the server's tree that
+those checks and the stop tests compare against (``tree_of``), and the wait for a model
+call that hangs (``a_hang_open``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from adapter import OpenCodeClient
+from adapter.testing import ScriptedModelServer
 
 #: Seconds between two checks of a window's condition.
 INTERVAL = 0.05
@@ -25,6 +28,26 @@ async def holds_for(seconds: float, condition: Callable[[], bool], what: str) ->
         if loop.time() >= deadline:
             return
         await asyncio.sleep(min(INTERVAL, max(0.0, deadline - loop.time())))
+
+
+async def tree_of(client: OpenCodeClient, root: str) -> list[str]:
+    """Every session reachable from ``root``, read from the server (``/children``, level
+    by level): ``root`` first."""
+    seen = [root]
+    for sid in seen:
+        seen.extend(c.id for c in await client.children(sid) if c.id not in seen)
+    return seen
+
+
+async def a_hang_open(model: ScriptedModelServer, script: str, timeout: float = 30) -> None:
+    """Until ``model`` holds an open request of ``script`` at one of its ``Hang`` steps:
+    the session is in the model call a stop will find running."""
+    await model.wait_for_async(
+        lambda requests: [
+            r for r in requests if r.open and r.kind == "hang" and r.script == script
+        ],
+        timeout,
+    )
 
 
 async def bash_printed(

@@ -26,7 +26,6 @@ there (that is how the screenshot in ``docs/web.md`` is made).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
 import time
@@ -40,7 +39,8 @@ from adapter import OpenCodeAdapter, OpenCodeClient, TurnAborted
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from adapter.web import create_app
-from tests.web.browser_support import blocked, chromium, serving
+from tests.real.waits import tree_of
+from tests.web.browser_support import serving, watched_page
 
 pytestmark = pytest.mark.real
 
@@ -55,12 +55,6 @@ def model() -> Iterator[ScriptedModelServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def opencode(model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
-    with RealOpenCodeServer(model.base_url) as server:
-        yield server
-
-
 @pytest.fixture
 async def served(opencode: RealOpenCodeServer) -> AsyncIterator[tuple[str, OpenCodeAdapter]]:
     """The app on a free loopback port with a token, over an adapter of the real server;
@@ -71,29 +65,6 @@ async def served(opencode: RealOpenCodeServer) -> AsyncIterator[tuple[str, OpenC
         serving(create_app(oc, token=token)) as url,
     ):
         yield f"{url}#token={token}", oc
-
-
-@contextlib.asynccontextmanager
-async def watched_page(width: int, tmp_path: Path) -> AsyncIterator[tuple[Page, list[str]]]:
-    """A page of a fresh Chromium and the errors it reports (script errors, anything the
-    Content Security Policy blocked); a failure saves ``failure.png`` in ``tmp_path``."""
-    async with chromium() as browser:
-        page = await browser.new_page(viewport={"width": width, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda message: errors.extend(blocked(message)))
-        try:
-            yield page, errors
-        except BaseException:
-            await page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-            raise
-
-
-async def _server_tree(client: OpenCodeClient, root: str) -> list[str]:
-    sessions = [root]
-    for sid in sessions:
-        sessions.extend(c.id for c in await client.children(sid) if c.id not in sessions)
-    return sessions
 
 
 # Records every text #stop-status shows: "stopping…" may last only a few hundred ms.
@@ -126,7 +97,7 @@ async def test_stop_in_the_browser_stops_the_tree_and_keeps_what_finished(
         ],
     )
 
-    async with watched_page(1000, tmp_path) as (page, errors):
+    async with watched_page(tmp_path) as (page, errors):
         await _run(page, url, oc, opencode, model, name, leaf, errors)
 
 
@@ -187,7 +158,7 @@ async def _run(
     stop_ended = aborted_at[0]  # emitted once interrupt_turn's stop has ended
 
     async with OpenCodeClient(opencode.base_url, directory=str(opencode.directory)) as client:
-        tree = await _server_tree(client, root)
+        tree = await tree_of(client, root)
         # For QUIET seconds, checked as they pass: no model request of the tree starts.
         quiet_until = time.monotonic() + QUIET
         while time.monotonic() < quiet_until:
@@ -258,7 +229,7 @@ async def test_one_subagent_is_stopped_from_its_row_and_the_turn_completes(
             Text("the root's answer"),
         ],
     )
-    async with watched_page(1100, tmp_path) as (page, errors):
+    async with watched_page(tmp_path, width=1100) as (page, errors):
         await page.goto(url)
         await page.wait_for_selector("body[data-ready=true]")
         await page.click("#new-thread")
