@@ -24,11 +24,13 @@ import pytest
 from acp import text_block
 from acp.connection import StreamEvent
 from acp.core import ClientSideConnection
+from acp.schema import PromptResponse
 
 from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.acp.client_side import RecordingClient
+from tests.real.waits import tree_of
 
 pytestmark = pytest.mark.real
 
@@ -54,6 +56,23 @@ async def no_model_request_after(
         await asyncio.sleep(0.05)
 
 
+def script_asking_leaf(model: ScriptedModelServer, name: str, command: str, answer: str) -> None:
+    """Scripts ``<name>-leaf``, a subagent's: a bash call of ``command`` (which asks, as
+    ``ASK_BASH`` sets for subagents), then ``answer``."""
+    bash = ToolCalls([ToolCall("bash", {"command": command, "description": "echo"})])
+    model.script(f"{name}-leaf", [bash, Text(answer)])
+
+
+async def prompt_started(
+    conn: ClientSideConnection, server: RealOpenCodeServer, script: str
+) -> tuple[str, asyncio.Task[PromptResponse]]:
+    """A new session of ``conn`` in ``server``'s directory and its prompt running the
+    model's script ``script``, as a task (its answer when awaited)."""
+    sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
+    running = conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(script))])
+    return sid, asyncio.create_task(running)
+
+
 @pytest.fixture(scope="module")
 def asking_server(scripted_model: ScriptedModelServer) -> Iterator[RealOpenCodeServer]:
     with RealOpenCodeServer(scripted_model.base_url, config_overrides=ASK_BASH) as server:
@@ -76,13 +95,6 @@ async def agent(
         yield conn, client, wire
 
 
-async def tree_of(client: OpenCodeClient, root: str) -> list[str]:
-    sessions = [root]
-    for sid in sessions:
-        sessions.extend(c.id for c in await client.children(sid) if c.id not in sessions)
-    return sessions
-
-
 async def test_cancel_of_a_nested_task_tree_answers_cancelled_with_the_tree_idle(
     asking_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
@@ -97,12 +109,7 @@ async def test_cancel_of_a_nested_task_tree_answers_cancelled_with_the_tree_idle
             model.script(f"{name}-leaf", [Hang()])
             model.script(f"{name}-mid", [ToolCalls([task_call("mid", f"{name}-leaf")]), extra])
             model.script(name, [ToolCalls([task_call("top", f"{name}-mid")]), extra])
-            sid = (
-                await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])
-            ).session_id
-            running = asyncio.create_task(
-                conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-            )
+            sid, running = await prompt_started(conn, asking_server, name)
             leaf = f"{name}-leaf"
             await model.wait_for_async(
                 lambda reqs: any(r.script == leaf and r.open for r in reqs),  # noqa: B023
@@ -135,15 +142,11 @@ async def test_a_grandchilds_bash_permission_reaches_the_client_and_allowing_it_
 ) -> None:
     model = scripted_model
     name = unique_name
-    bash = ToolCalls([ToolCall("bash", {"command": "echo deep", "description": "echo"})])
-    model.script(f"{name}-leaf", [bash, Text("leaf done")])
+    script_asking_leaf(model, name, "echo deep", "leaf done")
     model.script(f"{name}-mid", [ToolCalls([task_call("mid", f"{name}-leaf")]), Text("mid done")])
     model.script(name, [ToolCalls([task_call("top", f"{name}-mid")]), Text("root done")])
     async with agent(asking_server) as (conn, client, _wire):
-        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
-        running = asyncio.create_task(
-            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-        )
+        sid, running = await prompt_started(conn, asking_server, name)
         ask = await asyncio.wait_for(client.asks.get(), 60)
         assert ask.session_id == sid
         assert ask.tool_call.title is not None and ask.tool_call.title.startswith("top > mid > ")
@@ -162,17 +165,13 @@ async def test_cancel_while_a_childs_permission_is_pending_resolves_it_and_stops
 ) -> None:
     model = scripted_model
     name = unique_name
-    bash = ToolCalls([ToolCall("bash", {"command": "echo never", "description": "echo"})])
-    model.script(f"{name}-leaf", [bash, Text("ran")])
+    script_asking_leaf(model, name, "echo never", "ran")
     model.script(name, [ToolCalls([task_call("asks", f"{name}-leaf")]), Text(f"EXTRA {name}")])
     async with (
         agent(asking_server) as (conn, client, _wire),
         OpenCodeClient(asking_server.base_url, directory=str(asking_server.directory)) as oc,
     ):
-        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
-        running = asyncio.create_task(
-            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-        )
+        sid, running = await prompt_started(conn, asking_server, name)
         ask = await asyncio.wait_for(client.asks.get(), 60)
         tree = await tree_of(oc, sid)
         await conn.cancel(session_id=sid)
@@ -198,10 +197,7 @@ async def test_cancel_stops_children_created_through_the_api(
         agent(asking_server) as (conn, _client, _wire),
         OpenCodeClient(asking_server.base_url, directory=str(asking_server.directory)) as oc,
     ):
-        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
-        running = asyncio.create_task(
-            conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
-        )
+        sid, running = await prompt_started(conn, asking_server, name)
         kids = []
         for i in range(2):
             kid = await oc.create_session(title=f"kid {i}", parent_id=sid)
@@ -227,8 +223,8 @@ async def test_load_replays_a_session_in_a_new_agent_process(
     (asking_server.directory / "x.txt").write_text("hello\n")
     scripted_model.script(name, [echo, Text("read it")])
     async with agent(asking_server) as (conn, _client, _wire):
-        sid = (await conn.new_session(cwd=str(asking_server.directory), mcp_servers=[])).session_id
-        done = await conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
+        sid, running = await prompt_started(conn, asking_server, name)
+        done = await running
         assert done.stop_reason == "end_turn"
     async with agent(asking_server) as (conn, client, _wire):
         await conn.load_session(cwd=str(asking_server.directory), session_id=sid, mcp_servers=[])
@@ -249,10 +245,7 @@ async def test_a_server_that_dies_mid_prompt_ends_the_prompt_with_an_error(
     with RealOpenCodeServer(scripted_model.base_url) as server:
         scripted_model.script(unique_name, [Hang()])
         async with agent(server) as (conn, _client, _wire):
-            sid = (await conn.new_session(cwd=str(server.directory), mcp_servers=[])).session_id
-            running = asyncio.create_task(
-                conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(unique_name))])
-            )
+            sid, running = await prompt_started(conn, server, unique_name)
             await scripted_model.wait_for_async(
                 lambda reqs: any(r.script == unique_name and r.open for r in reqs), timeout=60
             )

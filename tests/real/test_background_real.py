@@ -10,6 +10,9 @@ on its own, OpenCode writes ``<task id=… state="completed">`` into the root an
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 
 from adapter import OpenCodeAdapter, TurnStart
@@ -43,18 +46,38 @@ def script_background_turn(model: ScriptedModelServer, name: str, *, child_secon
     )
 
 
+@asynccontextmanager
+async def answered_at_once(
+    server: RealOpenCodeServer, model: ScriptedModelServer, name: str, *, child_seconds: float
+) -> AsyncIterator[tuple[OpenCodeAdapter, Recorder, TurnStart]]:
+    """An adapter of ``server``, a recorder of it (closed on the way out) and the turn of
+    script ``name`` (``script_background_turn``), once the root answered (its background
+    child is still at work)."""
+    script_background_turn(model, name, child_seconds=child_seconds)
+    async with adapter_on(server) as oc:
+        rec = Recorder(oc)
+        try:
+            await oc.start_session(T, title=name)
+            turn = await oc.send_turn(T, "go " + script_marker(name))
+            await rec.wait_for(
+                "content.delta",
+                lambda e: "root answered at once" in text_of(rec, turn.turn_id),
+                timeout=60,
+            )
+            yield oc, rec, turn
+        finally:
+            await rec.close()
+
+
 async def test_a_turn_stays_open_until_its_background_child_ended_and_the_root_answered_it(
     background_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     name = unique_name
-    script_background_turn(scripted_model, name, child_seconds=2)
-    async with adapter_on(background_server) as oc:
-        rec = Recorder(oc)
-        turn = await answered_at_once(oc, rec, name)
+    running = answered_at_once(background_server, scripted_model, name, child_seconds=2)
+    async with running as (oc, rec, turn):
         # The root answered and went idle, the child still works: the turn is running.
         assert oc.session_info(T).status == "running"
         done = await rec.wait_for("turn.completed", lambda e: e.turn_id == turn.turn_id, timeout=60)
-        await rec.close()
     text = text_of(rec, turn.turn_id)
     assert "root answered at once" in text and "root ran on the result" in text
     assert text.index("root answered at once") < text.index("root ran on the result")
@@ -69,10 +92,8 @@ async def test_interrupting_a_turn_whose_background_child_works_stops_it_and_not
     background_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     name = unique_name
-    script_background_turn(scripted_model, name, child_seconds=30)
-    async with adapter_on(background_server) as oc:
-        rec = Recorder(oc)
-        turn = await answered_at_once(oc, rec, name)
+    running = answered_at_once(background_server, scripted_model, name, child_seconds=30)
+    async with running as (oc, rec, turn):
         started = await rec.wait_for("child.started", timeout=60)
         result = await oc.interrupt_turn(T)
         assert result.stop is not None and result.stop.ok
@@ -80,22 +101,8 @@ async def test_interrupting_a_turn_whose_background_child_works_stops_it_and_not
         tree = await oc.session_tree(T)
         assert all(node.status == "idle" for node in tree.sessions)
         await _no_rerun(oc, scripted_model, name)
-        await rec.close()
     assert rec.types(T).count("turn.aborted") == 1
     assert "root ran on the result" not in text_of(rec, turn.turn_id)
-
-
-async def answered_at_once(oc: OpenCodeAdapter, rec: Recorder, name: str) -> TurnStart:
-    """The thread started and sent script ``name``'s turn, once the root answered (its
-    background child is still at work)."""
-    await oc.start_session(T, title=name)
-    turn = await oc.send_turn(T, "go " + script_marker(name))
-    await rec.wait_for(
-        "content.delta",
-        lambda e: "root answered at once" in text_of(rec, turn.turn_id),
-        timeout=60,
-    )
-    return turn
 
 
 def text_of(rec: Recorder, turn_id: str) -> str:
