@@ -26,7 +26,7 @@ from adapter import (
 )
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task, Text, Tool
 from adapter.testing.pytest_plugin import AdapterFactory
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "thread"
 
@@ -157,16 +157,11 @@ async def test_a_run_another_client_starts_on_a_watched_thread_is_a_turn_with_it
 
 
 async def test_a_sent_turns_id_is_derived_from_its_prompts_message_id(
-    fake: FakeOpenCodeServer,
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("root", [Text("one")])
-    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
-        rec = Recorder(oc)
-        root = (await oc.start_session(T)).session_id
-        turn = await oc.send_turn(T, "go [[script:root]]")
-        await rec.wait_for("turn.completed")
-        await rec.close()
-    [sent] = user_ids(fake, root)
+    info, turn = await start_scripted_turn(oc, fake, T, "root", [Text("one")])
+    await rec.wait_for("turn.completed")
+    [sent] = user_ids(fake, info.session_id)
     assert turn.turn_id == "turn_" + sent.removeprefix("msg_")
     [started] = rec.of("turn.started")
     assert isinstance(started, TurnStarted) and started.origin == "sent"

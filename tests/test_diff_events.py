@@ -20,7 +20,7 @@ from typing import Any
 from adapter import AnyEvent, FileDiff, OpenCodeAdapter, TurnDiffUpdated
 from adapter._stream._turn_diff import MAX_DIFF_FILES, MAX_PATCH_CHARS, file_diffs
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Text, Tool
-from tests.adapter_support import Recorder
+from tests.adapter_support import Recorder, start_scripted_turn
 
 T = "thread"
 FIXTURE = Path(__file__).parent / "fixtures" / "events-diff-1.18.34.jsonl"
@@ -168,20 +168,15 @@ async def test_a_turns_changed_files_are_sent_once_per_change_also_after_its_end
 
 
 async def test_a_user_message_of_no_turn_is_not_sent(
-    fake: FakeOpenCodeServer,
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
-    fake.script("root", [Text("done")])
-    async with OpenCodeAdapter(fake.base_url, transport=fake.transport) as oc:
-        rec = Recorder(oc)
-        root = (await oc.start_session(T)).session_id
-        await oc.send_turn(T, "go [[script:root]]")
-        await rec.wait_for("turn.completed")
-        info = root_user_message(fake, root)
-        stranger = {**info, "id": "msg_" + "0" * 26}
-        fake.emit("message.updated", summarised(stranger, [A]))
-        fake.emit("message.updated", summarised(info, [B]))
-        await rec.wait_for("turn.diff.updated")
-        await rec.close()
+    session, _ = await start_scripted_turn(oc, fake, T, "root", [Text("done")])
+    await rec.wait_for("turn.completed")
+    info = root_user_message(fake, session.session_id)
+    stranger = {**info, "id": "msg_" + "0" * 26}
+    fake.emit("message.updated", summarised(stranger, [A]))
+    fake.emit("message.updated", summarised(info, [B]))
+    await rec.wait_for("turn.diff.updated")
     assert [[f.path for f in d.files] for d in rec.of("turn.diff.updated")] == [["b.txt"]]
 
 
