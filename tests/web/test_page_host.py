@@ -192,5 +192,8 @@ async def test_fork_opens_a_new_thread_on_the_fork_and_the_source_stays(
         info = oc.session_info(forked)
         assert info.session_id != source.session_id
         assert oc.session_info("tf").session_id == source.session_id
-        assert await page.locator(f'#thread-select option[value="{forked}"]').count() == 1
+        # The thread list is redrawn from GET /threads after the switch: wait for it.
+        option = f'#thread-select option[value="{forked}"]'
+        await page.wait_for_selector(option, state="attached")
+        assert await page.locator(option).count() == 1
         assert not errors, errors
