@@ -15,7 +15,8 @@ check before the SDK sees a line (``_inbound``) and the transport that applies i
 (``_transport``); what the agent sends kept well-formed (``_outbound``); a prompt's content
 blocks as prompt parts, and the ``cwd`` checks (``_content_blocks``); the models, agents and
 modes a session offers (``_choices``); the MCP servers a client gives (``_mcp_servers``);
-canonical events as ``session/update`` payloads (``_updates``); permission and question
+canonical events as ``session/update`` payloads (``_updates``); this process's stdin and
+stdout as the transport's streams, whatever they are (``_stdio``); permission and question
 requests (``_requests``); ``session/list``'s pages (``_sessions``); and the
 ``_opencode/stop_subagent`` extension (``_extensions``).
 """
@@ -31,6 +32,7 @@ from adapter import OpenCodeAdapter
 from ._agent import OpenCodeTreeAgent
 from ._extensions import STOP_SUBAGENT
 from ._inbound import MAX_DEPTH, MAX_LINE_BYTES, MAX_VALUES
+from ._stdio import stdio_streams
 from ._transport import CHUNK_BYTES, CheckedTransport
 
 __all__ = [
@@ -58,7 +60,7 @@ async def run_acp(
     is answered ``-32600`` and discarded without being held."""
     if input_stream is None and output_stream is None:
         # The reader's limit only paces the pipe: lines are framed by the transport.
-        output_stream, input_stream = await acp.stdio_streams(limit=4 * CHUNK_BYTES)
+        output_stream, input_stream = await stdio_streams(limit=4 * CHUNK_BYTES)
     transport = CheckedTransport(output_stream, input_stream, max_line_bytes=max_line_bytes)
     agent = OpenCodeTreeAgent(adapter)
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -40,3 +42,37 @@ def test_the_acp_command_is_registered() -> None:
 
     args: Any = _parser().parse_args(["acp", "--url", "http://x", "--log-file", "/tmp/x.log"])
     assert args.command == "acp" and args.log_file == "/tmp/x.log"
+
+
+INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+
+
+@pytest.mark.parametrize("stdin", ["dev-null", "file"])
+async def test_the_agent_reads_files_as_stdio_to_their_end_and_exits(
+    tmp_path: Path, stdin: str
+) -> None:
+    """Stdio that the event loop cannot poll (``< /dev/null``, a recorded session replayed
+    from a file, stdout redirected to a file) is read to its end: the agent answers what
+    it read and exits 0, instead of waiting forever on a reader that was never started."""
+    source = Path("/dev/null") if stdin == "dev-null" else tmp_path / "in.jsonl"
+    if stdin == "file":
+        source.write_bytes(INITIALIZE)
+    out = tmp_path / "out.jsonl"
+    args = ["-m", "adapter", "acp", "--url", "http://127.0.0.1:9"]
+    args += ["--log-file", str(tmp_path / "acp.log")]
+    with source.open("rb") as given, out.open("wb") as taken:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *args, stdin=given, stdout=taken
+        )
+        try:
+            assert await asyncio.wait_for(process.wait(), 30) == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    lines = [json.loads(line) for line in out.read_bytes().splitlines()]
+    if stdin == "file":
+        [answer] = lines
+        assert answer["id"] == 1 and answer["result"]["agentInfo"]["name"] == "opencode-tree"
+    else:
+        assert lines == []
