@@ -21,11 +21,10 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 import adapter
 from adapter.testing.fake import FakeOpenCodeServer
-
-uvicorn = pytest.importorskip("uvicorn")
 
 README = Path(adapter.__file__).resolve().parent.parent / "README.md"
 PASSWORD = "readme-password"
