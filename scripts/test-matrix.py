@@ -63,6 +63,8 @@ class Outcome:
     reused_from: Path | None = None
     #: suite -> Counter of passed / failed / xfailed / skipped
     counts: dict[str, Counter[str]] = field(default_factory=dict)
+    #: "classname::name: first line of the message" of each failed test
+    failures: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -99,6 +101,23 @@ def junit_address(nodeid: str) -> tuple[str, str]:
     names[0] = names[0].removesuffix(".py").replace("/", ".")
     names[-1] += bracket + params
     return ".".join(names[:-1]), names[-1]
+
+
+def failed_tests(junit: Path, only: set[tuple[str, str]] | None = None) -> list[str]:
+    """Each failed test case of ``junit`` as ``classname::name: message`` (the message's
+    first line, cut to 300 characters), so CI's last lines say what failed."""
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        address = (case.get("classname", ""), case.get("name", ""))
+        if only is not None and address not in only:
+            continue
+        for child in case:
+            if child.tag in ("failure", "error"):
+                message = (child.get("message") or child.text or "").strip()
+                first = message.splitlines()[0][:300] if message else child.tag
+                out.append(f"{'::'.join(address)}: {first}")
+                break
+    return out
 
 
 def count(junit: Path, only: set[tuple[str, str]] | None = None) -> dict[str, Counter[str]]:
@@ -166,6 +185,7 @@ def reuse(outcome: Outcome, env: dict[str, str], junit: Path, extra_args: list[s
     missing = wanted - present
     outcome.reused_from = junit
     outcome.counts = count(junit, only=wanted)
+    outcome.failures = failed_tests(junit, only=wanted)
     failed = sum(tally["failed"] for tally in outcome.counts.values())
     outcome.exit_code = 1 if missing or failed else 0
     if missing:
@@ -211,6 +231,7 @@ def run_release(
         outcome.pytest_seconds = time.monotonic() - began
         if junit.exists():
             outcome.counts = count(junit)
+            outcome.failures = failed_tests(junit)
     if outcome.exit_code != 0:
         outcome.problem = f"pytest exit code {outcome.exit_code}"
     return outcome
@@ -307,6 +328,9 @@ def main() -> int:
     print(table(outcomes))
     if failed_releases:
         print(f"\nreleases that did not behave as documented: {', '.join(failed_releases)}")
+    for outcome in outcomes:
+        for failure in outcome.failures:
+            print(f"failed on {outcome.version}: {failure}")
     # One plain closing line that CI can read (expected failures are not counted as passed).
     failures = total["failed"] + sum(1 for o in outcomes if o.problem and not o.counts)
     print(f"matrix: {total['passed']} passed, {failures} failed")
