@@ -455,3 +455,38 @@ async def test_milestones_tell_a_run_and_differ_where_the_run_did() -> None:
     del rec_two.events[next(i for i in busies if i > users[1])]
     kinds = {d.kind for d in compare(scenario, rec_one, rec_two)}
     assert "run" in kinds
+
+
+async def test_a_finished_message_announced_again_later_does_not_hide_the_next_one() -> None:
+    """The real server sends a finished assistant message's update twice, and the second
+    copy can land after the next assistant message's unfinished update (seen on 1.18.3 and
+    1.17.19 under load). A message repeating its state says nothing new: the run must read
+    as the fake's, with the next message still announced; a run that really lost that
+    announcement must still differ."""
+    scenario = BY_NAME["another_client_prompts_a_fresh_session"]
+    one, two = FakeTarget(), FakeTarget()
+    two.name = "real"
+    try:
+        rec_one, rec_two = await record_both(scenario, one, two)
+    finally:
+        await one.aclose()
+        await two.aclose()
+    root = rec_two.ids["root"]
+
+    updates = [
+        (i, e["properties"]["info"])
+        for i, e in enumerate(rec_two.events)
+        if e["type"] == "message.updated"
+        and e["properties"]["info"]["role"] == "assistant"
+        and e["properties"]["info"]["sessionID"] == root
+    ]
+    first_id = updates[0][1]["id"]
+    first_finished = next(i for i, info in updates if info["id"] == first_id and info.get("finish"))
+    second_unfinished = next(i for i, info in updates if info["id"] != first_id)
+    late_copy = copy.deepcopy(rec_two.events[first_finished])
+    rec_two.events.insert(second_unfinished + 1, late_copy)
+    assert milestones(rec_two, "root") == milestones(rec_one, "root")
+    assert "run" not in {d.kind for d in compare(scenario, rec_one, rec_two)}
+
+    del rec_two.events[second_unfinished]  # now the next message is never announced unfinished
+    assert milestones(rec_two, "root") != milestones(rec_one, "root")

@@ -196,21 +196,40 @@ deltas follow the model's chunking)."""
 def milestones(rec: Recording, alias: str) -> list[str]:
     """The events about session ``alias``, each told by what a client reads from it (a
     message's role and how it ended, a part's type and a tool's status, a status's type),
-    consecutive repeats collapsed (the real server says ``busy`` and a finished message
-    twice), and an unfinished ``message.updated`` right before the same role's finished
-    one dropped (whether the real server sends that update is timing: 1.17.19 left it
-    out in 1 of 4 runs); :data:`UNTOLD` events left out."""
+    with what is timing on the real server left out:
+
+    * consecutive repeats collapsed (the real server says ``busy`` twice);
+    * a ``message.updated`` that repeats the state already told of the same message
+      dropped wherever it lands: the real server sends a finished message's update twice,
+      and under load the second copy can follow the next message's first update (seen on
+      1.18.3 and 1.17.19);
+    * a message's unfinished ``message.updated`` right before its own finished one
+      dropped (whether the real server sends that update in time is timing);
+    * :data:`UNTOLD` events left out."""
     sid = rec.ids.get(alias)
     out: list[str] = []
+    told: dict[str, str] = {}  # message id -> what was last told of it
+    last_told: str | None = None  # the message whose update is out[-1], if it is one
     for event in rec.events:
         kind = str(event.get("type"))
         if sid not in event_sessions(event) or kind in UNTOLD or is_noise(kind):
             continue
-        label = _milestone(kind, event.get("properties", {}))
-        if out and kind == "message.updated" and label.startswith(out[-1] + " "):
-            out[-1] = label  # the unfinished update before it says nothing more
+        props = event.get("properties", {})
+        label = _milestone(kind, props)
+        if kind == "message.updated":
+            message = str(props.get("info", {}).get("id"))
+            if told.get(message) == label:
+                continue
+            told[message] = label
+            if last_told == message and label.startswith(out[-1] + " "):
+                out[-1] = label  # the unfinished update before it says nothing more
+                continue
+            last_told = message
         elif not out or out[-1] != label:
-            out.append(label)
+            last_told = None
+        else:
+            continue
+        out.append(label)
     return out
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import zip_longest
 
 import httpx
 import pytest
 
 from adapter.testing import PINNED_VERSION, RealOpenCodeServer, ScriptedModelServer
-from tests.differential.compare import compare, report
+from tests.differential.compare import compare, milestones, report
 from tests.differential.driver import FakeTarget, RealTarget, record_both
 from tests.differential.language import Scenario, auto_compaction_server_options
 from tests.differential.scenarios import SCENARIOS
@@ -73,6 +74,14 @@ async def test_fake_matches_real_server(
         await fake.aclose()
     divergences = compare(scenario, fake_rec, real_rec, real_spec)
     text = report([(scenario, divergences, max(fake_rec.seconds, real_rec.seconds))])
+    if any(d.kind == "run" for d in divergences):
+        # A run's first difference alone does not say what the real server did around it.
+        for alias in scenario.compared_runs:
+            fake_run, real_run = milestones(fake_rec, alias), milestones(real_rec, alias)
+            text += f"\nrun of {alias}, fake | real:\n" + "\n".join(
+                f"  {i:3} {f:<55} | {r}"
+                for i, (f, r) in enumerate(zip_longest(fake_run, real_run, fillvalue="-"))
+            )
     print(text)
     assert not real_rec.problems, f"the real server did not play the scenario:\n{text}"
     assert not divergences, text
