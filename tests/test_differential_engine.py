@@ -457,12 +457,11 @@ async def test_milestones_tell_a_run_and_differ_where_the_run_did() -> None:
     assert "run" in kinds
 
 
-async def test_a_finished_message_announced_again_later_does_not_hide_the_next_one() -> None:
-    """The real server sends a finished assistant message's update twice, and the second
-    copy can land after the next assistant message's unfinished update (seen on 1.18.3 and
-    1.17.19 under load). A message repeating its state says nothing new: the run must read
-    as the fake's, with the next message still announced; a run that really lost that
-    announcement must still differ."""
+async def test_an_answer_whose_first_update_already_says_finished_reads_as_announced() -> None:
+    """The real server writes a message as it is when the stream sends its update: under
+    load an answer's first ``message.updated`` already says finished, before its parts
+    (measured on 1.17.19 and 1.18.3). The run must read as the fake's; a run whose answer
+    is never announced before its parts must still differ."""
     scenario = BY_NAME["another_client_prompts_a_fresh_session"]
     one, two = FakeTarget(), FakeTarget()
     two.name = "real"
@@ -472,7 +471,6 @@ async def test_a_finished_message_announced_again_later_does_not_hide_the_next_o
         await one.aclose()
         await two.aclose()
     root = rec_two.ids["root"]
-
     updates = [
         (i, e["properties"]["info"])
         for i, e in enumerate(rec_two.events)
@@ -480,13 +478,13 @@ async def test_a_finished_message_announced_again_later_does_not_hide_the_next_o
         and e["properties"]["info"]["role"] == "assistant"
         and e["properties"]["info"]["sessionID"] == root
     ]
-    first_id = updates[0][1]["id"]
-    first_finished = next(i for i, info in updates if info["id"] == first_id and info.get("finish"))
-    second_unfinished = next(i for i, info in updates if info["id"] != first_id)
-    late_copy = copy.deepcopy(rec_two.events[first_finished])
-    rec_two.events.insert(second_unfinished + 1, late_copy)
+    answer = updates[-1][1]
+    first = next(i for i, info in updates if info["id"] == answer["id"])
+    late_written = copy.deepcopy(rec_two.events[first])
+    late_written["properties"]["info"] = copy.deepcopy(answer)  # finish=stop, completed
+    rec_two.events[first] = late_written
     assert milestones(rec_two, "root") == milestones(rec_one, "root")
     assert "run" not in {d.kind for d in compare(scenario, rec_one, rec_two)}
 
-    del rec_two.events[second_unfinished]  # now the next message is never announced unfinished
+    del rec_two.events[first]  # the answer's parts now come before any update of it
     assert milestones(rec_two, "root") != milestones(rec_one, "root")
