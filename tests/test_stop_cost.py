@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
+from adapter import InvalidInputError, OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
 from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task
 from tests.adapter_support import Recorder, busy_branch, held_abort, start_scripted_turn
@@ -219,12 +219,13 @@ async def test_output_of_a_step_begun_during_the_stop_is_late(
     assert "EXTRA" not in result.partial.text
 
 
-async def test_second_aborts_still_in_flight_do_not_hold_the_finished_walk(
+async def test_the_walk_returns_only_once_its_second_aborts_are_answered(
     fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
 ) -> None:
-    """Only a session's first abort counts: once every first abort and listing is done,
-    the walk cancels the second aborts it is still waiting on (here the first abort of
-    the root is replaced, as the adapter does when the server acknowledged it)."""
+    """Only a session's first abort counts, but every abort's answer is awaited: a
+    request given up on can still reach the server after the walk returned and stop the
+    next turn (here the first abort of the root is replaced, as the adapter does when
+    the server acknowledged it)."""
     root = fake.add_session(busy=False)
     child = fake.add_session(parent_id=root, busy=True)
     hold = fake.hold("POST", f"/session/{root}/abort")
@@ -232,8 +233,8 @@ async def test_second_aborts_still_in_flight_do_not_hold_the_finished_walk(
     async def acknowledged() -> None:
         return None
 
-    async with asyncio.timeout(5):  # held: until the walk's 60 s timeout before
-        report = await stop_tree(
+    walk = asyncio.create_task(
+        stop_tree(
             opencode_client,
             root,
             root_abort=acknowledged,
@@ -241,10 +242,51 @@ async def test_second_aborts_still_in_flight_do_not_hold_the_finished_walk(
             abort_root_twice=True,
             timeout=60,
         )
+    )
+    await fake.wait_until(lambda: len(hold.requests) == 2, description="both second aborts held")
+    await fake.wait_until(
+        lambda: bool(fake.calls("GET", f"/session/{child}/children")),
+        description="the walk stopped and listed the child",
+    )
+    # Everything but the held second aborts is done: the walk must still be waiting.
+    done, _ = await asyncio.wait([walk], timeout=0.5)
+    assert not done, "the walk returned while its second aborts were unanswered"
+    hold.release()
+    async with asyncio.timeout(5):
+        report = await walk
+    assert report.ok
+    assert [r.status for r in fake.calls("POST", f"/session/{root}/abort")] == [200, 200]
+
+
+async def test_second_aborts_never_answered_are_given_up_at_their_bound(
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
+) -> None:
+    """``second_abort_timeout`` bounds that wait (from the root's abort's start); the
+    first aborts' outcomes are the report's, so the walk still succeeds."""
+    root = fake.add_session(busy=False)
+    child = fake.add_session(parent_id=root, busy=True)
+    hold = fake.hold("POST", f"/session/{root}/abort")
+
+    async def acknowledged() -> None:
+        return None
+
+    async with asyncio.timeout(5):  # unbounded: held until the walk's 60 s timeout
+        report = await stop_tree(
+            opencode_client,
+            root,
+            root_abort=acknowledged,
+            known=[(child, root)],
+            abort_root_twice=True,
+            timeout=60,
+            second_abort_timeout=0.3,
+        )
     assert report.ok and not fake.sessions[child].busy
-    assert len(hold.requests) == 2, "both second aborts of the root went out"
-    assert fake.in_flight == 0, "and were cancelled, not abandoned"
-    assert not hold.released
+    assert len(hold.requests) == 2 and fake.in_flight == 0 and not hold.released
+
+
+async def test_second_abort_timeout_must_be_positive(opencode_client: OpenCodeClient) -> None:
+    with pytest.raises(InvalidInputError, match="second_abort_timeout"):
+        await stop_tree(opencode_client, "ses_x", second_abort_timeout=0)
 
 
 class WalkCounter(httpx.AsyncBaseTransport):

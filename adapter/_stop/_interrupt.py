@@ -149,13 +149,24 @@ class Interrupts:
         timeouts = core.timeouts
         await _withdraw_submission(thread, timeouts.abort)
 
+        # A root abort the server acknowledged before answering: the walk goes on at
+        # once, and the request is awaited before the stop returns (a request given up
+        # on can still reach the server later and stop the next turn).
+        acknowledged_first: list[asyncio.Future[bool]] = []
+        deadline = asyncio.get_running_loop().time() + timeouts.abort
+
         async def root_abort() -> None:
             abort = asyncio.ensure_future(thread.client.abort(thread.session_id))
             ack = asyncio.ensure_future(stop.acknowledged.wait())
             try:
-                async with asyncio.timeout(timeouts.abort):
+                async with asyncio.timeout_at(deadline):
                     await asyncio.wait([abort, ack], return_when=asyncio.FIRST_COMPLETED)
-            except TimeoutError:
+            except BaseException as exc:
+                abort.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OpenCodeError):
+                    await abort
+                if not isinstance(exc, TimeoutError):
+                    raise
                 stop.root_abort_failed = True
                 raise RequestError(
                     "abort",
@@ -164,22 +175,25 @@ class Interrupts:
                 ) from None
             finally:
                 ack.cancel()
-                if not abort.done():
-                    abort.cancel()
-                with contextlib.suppress(asyncio.CancelledError, OpenCodeError):
-                    await abort
-            failed = abort.done() and not abort.cancelled() and abort.exception() is not None
+            if not abort.done():
+                acknowledged_first.append(abort)
+                return
+            failed = not abort.cancelled() and abort.exception() is not None
             if failed and not stop.acknowledged.is_set():
                 stop.root_abort_failed = True
                 raise cast(BaseException, abort.exception())
 
-        report = await self._walk(
-            thread,
-            thread.session_id,
-            timeout=timeouts.abort + timeouts.tree,
-            root_abort=root_abort,
-            eager_root_listing=core.limits.eager_root_listing,
-        )
+        try:
+            report = await self._walk(
+                thread,
+                thread.session_id,
+                timeout=timeouts.abort + timeouts.tree,
+                root_abort=root_abort,
+                eager_root_listing=core.limits.eager_root_listing,
+            )
+        finally:
+            for abort in acknowledged_first:
+                await _answered_by(abort, deadline, thread.session_id)
         for sid in report.session_ids:
             if sid not in thread.tree.sessions:
                 self._ownership.adopt(thread, sid, report[sid].parent_id)
@@ -245,6 +259,7 @@ class Interrupts:
         verify: bool = True,
         root_abort: Callable[[], Awaitable[object]] | None = None,
         eager_root_listing: bool = False,
+        abort_bound: float | None = None,
     ) -> StopReport:
         """:func:`stop_tree` of ``root_id`` in ``thread``'s tree, as every walk here runs it
         (the Stop's, ``stop_subagent``'s and the teardown's of ``stop_session`` and
@@ -252,7 +267,9 @@ class Interrupts:
         cap on the tree's size. The tree as the events showed it is aborted right behind
         the root, and the root and its inner sessions again a little later: else OpenCode
         starts one more model step in each session whose subagents are cancelled under it
-        (see :mod:`~adapter._stop._stop_tree` and ``docs/interrupt.md``)."""
+        (see :mod:`~adapter._stop._stop_tree` and ``docs/interrupt.md``). Those second
+        aborts are answered or given up within ``abort_bound`` (default
+        ``Timeouts.abort``) of the root's abort."""
         limits = self._registry.limits
         return await stop_tree(
             thread.client,
@@ -265,6 +282,7 @@ class Interrupts:
             eager_root_listing=eager_root_listing,
             known=[(sid, parent) for sid, parent in thread.tree.parents.items() if parent],
             abort_root_twice=True,
+            second_abort_timeout=abort_bound or self._registry.timeouts.abort,
         )
 
     # -- stop_subagent ------------------------------------------------------------------
@@ -394,6 +412,7 @@ class Interrupts:
                 timeout=2 * teardown,
                 verify=False,
                 root_abort=root_abort,
+                abort_bound=teardown,
             )
         except (OpenCodeError, TimeoutError) as exc:
             _log.warning("adapter.teardown_incomplete", thread_id=thread.thread_id, error=str(exc))
@@ -440,3 +459,20 @@ async def _withdraw_submission(thread: ThreadState, wait: float) -> None:
             return
     task.cancel()
     await asyncio.wait([task])
+
+
+async def _answered_by(abort: asyncio.Future[bool], deadline: float, session_id: str) -> None:
+    """Wait until the server answered ``abort`` (acknowledged already, so its outcome does
+    not count), giving up at ``deadline``; a stop cancelled meanwhile gives up at once."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            await asyncio.wait([abort])
+    except TimeoutError:
+        _log.warning("adapter.abort_unanswered", session_id=session_id)
+    finally:
+        if not abort.done():
+            abort.cancel()
+            with contextlib.suppress(asyncio.CancelledError, OpenCodeError):
+                await abort
+    if not abort.cancelled():
+        abort.exception()  # retrieved: a failure after the acknowledgement does not count

@@ -18,7 +18,10 @@ subagents already cancelled and interrupts the session at once. So the
 flight, and with ``abort_root_twice`` the root and every known session with
 known children are aborted again 5 and 25 ms after the root's abort began
 (``ECHO_DELAYS``). Those second aborts only speed things up: their outcome does
-not count, and the walk does not wait for their answer once all else is done.
+not count. The walk still waits for their answer, as for every request it sends: a
+request the client gave up on may still reach the server later (measured: an
+abandoned second abort of the root, under load, stopped the next turn another client
+had just started), so when the walk returns, no abort of it is left to land.
 
 See ``docs/stop-tree.md`` for the algorithm and its guarantees.
 """
@@ -125,9 +128,6 @@ class _Walk:
         self.queue: deque[_Job] = deque()
         self.changed = asyncio.Event()
         self.active = 0
-        #: Second aborts (``echo`` jobs) whose request is in flight: the walk does not
-        #: wait for them (see :meth:`_abandon_echoes`).
-        self.echoes: set[asyncio.Future[bool]] = set()
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
@@ -137,6 +137,8 @@ class _Walk:
         self.overflow: OpenCodeError | None = None
         self.root_started = asyncio.Event()
         self.root_started_at = 0.0
+        #: How long after the root's abort began a second abort may wait for its answer.
+        self.second_abort_timeout: float | None = None
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -161,7 +163,6 @@ class _Walk:
                 async with self.permits:  # uncontended: as many workers as permits
                     await self._run(job)
                 self.active -= 1
-                self._abandon_echoes()
                 if queue or self.active == 0:
                     self.changed.set()
                 continue
@@ -188,20 +189,6 @@ class _Walk:
                 await self._abort(node, again=kind == "reabort")
         finally:
             self.in_flight -= 1
-
-    def _abandon_echoes(self) -> None:
-        """Once nothing but second aborts is left, cancel their requests.
-
-        Only a session's first abort counts, and every first abort has settled by then
-        (a settled job queues its follow-ups before it counts as done). A second abort
-        the server has received has had its effect; the walk does not wait for its
-        answer, which can take as long as the first abort's (a root abort whose
-        acknowledgement came first is cancelled, and its second aborts would otherwise
-        hold the stop until its timeout).
-        """
-        if self.echoes and not self.queue and self.active == len(self.echoes):
-            for request in self.echoes:
-                request.cancel()
 
     async def _after_root(self) -> None:
         """Until the root's abort has begun and had ``DISPATCH_TURNS`` loop turns to go out."""
@@ -257,7 +244,8 @@ class _Walk:
 
         It goes out at the next of ``ECHO_DELAYS`` after the root's abort began. Its
         outcome does not count (the first abort's does, and the verification pass re-aborts a
-        session that is busy again); a failure is logged.
+        session that is busy again); a failure is logged. Its answer is awaited all the
+        same (see the module docstring).
         """
         await self._after_root()
         delay = ECHO_DELAYS[min(node.echoes, len(ECHO_DELAYS) - 1)]
@@ -265,28 +253,17 @@ class _Walk:
         wait = self.root_started_at + delay - self.now()
         if wait > 0:
             await asyncio.sleep(wait)
-        request = asyncio.ensure_future(self.client.abort(node.session_id))
+        bound = self.second_abort_timeout
         try:
-            for _ in range(DISPATCH_TURNS):  # it goes out before the walk may abandon it
-                if request.done():
-                    break
-                await asyncio.sleep(0)
-            self.echoes.add(request)
-            self._abandon_echoes()
-            await asyncio.wait([request])
-        finally:
-            self.echoes.discard(request)
-            if not request.done():  # this job itself was cancelled (the walk timed out)
-                request.cancel()
-                await asyncio.wait([request])
-        if request.cancelled():
-            _log.debug("stop.echo_abandoned", session_id=node.session_id)
-            return
-        exc = request.exception()
-        if isinstance(exc, OpenCodeError):
+            if bound is None:
+                await self.client.abort(node.session_id)
+            else:
+                async with asyncio.timeout(max(self.root_started_at + bound - self.now(), 0)):
+                    await self.client.abort(node.session_id)
+        except TimeoutError:
+            _log.warning("stop.second_abort_unanswered", session_id=node.session_id)
+        except OpenCodeError as exc:
             _log.debug("stop.echo_failed", session_id=node.session_id, error=str(exc))
-        elif exc is not None:
-            raise exc
 
     def seed(self, known: Iterable[tuple[str, str]]) -> list[_Node]:
         """Add descendants the caller already knows, as (session, parent) pairs.
@@ -393,6 +370,7 @@ async def stop_tree(
     eager_root_listing: bool = False,
     known: Iterable[tuple[str, str]] = (),
     abort_root_twice: bool = False,
+    second_abort_timeout: float | None = None,
 ) -> StopReport:
     """Stop ``root_id`` and every session reachable from it through ``children``.
 
@@ -422,6 +400,9 @@ async def stop_tree(
     after the root's abort began; only each session's first abort counts.
     Together they keep OpenCode from starting an extra model step in a stopped
     ``task`` tree (see the module docstring); measured in ``docs/interrupt.md``.
+    A second abort's answer is awaited like any other, at most
+    ``second_abort_timeout`` seconds from the root's abort's start when given
+    (then it is given up and logged: the first abort's outcome is what counts).
 
     Returns the :class:`StopReport`; raises :class:`TreeStopError` (carrying the
     report) if any request failed, the tree stayed busy, or ``timeout`` expired.
@@ -434,8 +415,11 @@ async def stop_tree(
         raise InvalidInputError("timeout must be positive")
     if max_verify_rounds < 0 or max_sessions < 1:
         raise InvalidInputError("max_verify_rounds must be >= 0 and max_sessions >= 1")
+    if second_abort_timeout is not None and second_abort_timeout <= 0:
+        raise InvalidInputError("second_abort_timeout must be positive")
 
     walk = _Walk(client, root_id, concurrency, max_sessions, root_abort, progress)
+    walk.second_abort_timeout = second_abort_timeout
     rounds = 0
     still_busy: list[str] = []
     timed_out = False

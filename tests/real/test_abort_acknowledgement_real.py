@@ -6,8 +6,10 @@ On its own the order is a race between the event stream and the HTTP answer (wit
 ``bash`` tool running, OpenCode 1.18.34 emits the root's ``session.error``
 ``MessageAbortedError`` about 0.25 s before its abort returns: tools get 250 ms to
 finish). To make it deterministic the answer to the root's first abort is withheld
-from the adapter, after the server has handled the request: the stop can then only go
-on by the server's acknowledgement, and must cancel the withheld request.
+from the adapter, after the server has handled the request: the walk can then only go
+on by the server's acknowledgement. The stop still waits for that answer before it
+returns (an abort given up on could land later), up to ``Timeouts.abort``, and then
+gives the withheld request up.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ import asyncio
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter, OpenCodeClient
+from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import ToolCall, ToolCalls, script_marker
+from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
 from tests.real.waits import bash_printed, holds_for
 
 pytestmark = pytest.mark.real
 
 T = "ack"
+#: Timeouts.abort here: how long the stop waits for the withheld answer.
+ABORT_BOUND = 2.0
 
 
 class WithheldAbortAnswer(httpx.AsyncBaseTransport):
@@ -71,7 +75,10 @@ async def test_the_stop_goes_on_by_the_acknowledgement_while_the_abort_answer_is
     scripted_model.script(sleepy, [ToolCalls([bash])])
     async with (
         OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory), transport=transport
+            real_server.base_url,
+            directory=str(real_server.directory),
+            transport=transport,
+            timeouts=Timeouts(abort=ABORT_BOUND),
         ) as oc,
         OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as client,
     ):
@@ -84,11 +91,12 @@ async def test_the_stop_goes_on_by_the_acknowledgement_while_the_abort_answer_is
                 "item.updated", lambda e: "sleep 30" in str(e.input.get("command")), timeout=30
             )
             await bash_printed(client, info.session_id, "started")  # the process runs
-            async with asyncio.timeout(8):  # else: Timeouts.abort (10 s), and a failed stop
+            async with asyncio.timeout(8):
                 result = await oc.interrupt_turn(T)
             # (transport.answered: whether the server's answer had come before the
-            # acknowledgement; either way the adapter never saw it)
-            assert transport.cancelled, "the stop went on without the abort's answer"
+            # acknowledgement; either way the adapter never saw it.) Had the walk waited
+            # for the answer, the root abort would have failed at the bound.
+            assert transport.cancelled, "the withheld answer was given up at the bound"
             assert result.turn_id == turn.turn_id
             assert result.stop is not None and result.stop.ok
             aborted = await rec.wait_for("turn.aborted")
@@ -99,5 +107,88 @@ async def test_the_stop_goes_on_by_the_acknowledgement_while_the_abort_answer_is
             assert rec.of("runtime.error", T) == [], "the acknowledgement is not an error"
             statuses = await client.status()
             assert info.session_id not in statuses or not statuses[info.session_id].is_busy
+        finally:
+            await rec.close()
+
+
+# ------------------------------------------------------- no abort of a Stop lands after it
+
+#: How late the server gets the root's second aborts (see LateSecondAborts).
+LATE = 1.0
+
+
+class LateSecondAborts(httpx.AsyncBaseTransport):
+    """Delivers every abort of ``session_id`` after its first to the server ``LATE``
+    seconds after it was sent, even when the caller gave up on it meanwhile: what a loaded
+    server does with a request already on the wire (it reads and handles it late)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.session_id: str | None = None
+        self.aborts = 0
+        self.delivered = 0
+        self.deliveries: set[asyncio.Task[httpx.Response]] = set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != f"/session/{self.session_id}/abort":
+            return await self.inner.handle_async_request(request)
+        self.aborts += 1
+        if self.aborts == 1:
+            return await self.inner.handle_async_request(request)
+        await request.aread()
+        delivery = asyncio.create_task(self._deliver_late(request))
+        self.deliveries.add(delivery)
+        return await asyncio.shield(delivery)  # a caller that gives up does not stop it
+
+    async def _deliver_late(self, request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(LATE)
+        response = await self.inner.handle_async_request(request)
+        body = await response.aread()
+        self.delivered += 1
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*self.deliveries, return_exceptions=True)
+        await self.inner.aclose()
+
+
+async def test_a_turn_sent_as_the_stop_returns_is_not_stopped_by_the_stops_own_aborts(
+    real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    """Every abort a Stop sends is answered before the Stop returns. The root's second
+    aborts reach the server late here (a loaded server); a Stop that gave up on them
+    would return first, and they would then stop the next turn, sent at once."""
+    transport = LateSecondAborts()
+    name = f"{unique_name}-late"
+    bash = ToolCall("bash", {"command": "echo started; sleep 30", "description": "sleep"})
+    # The next turn's first step runs while the late aborts reach the server.
+    slow = ToolCall("bash", {"command": f"sleep {2 * LATE}; echo again", "description": "s"})
+    scripted_model.script(
+        name, [ToolCalls([bash]), ToolCalls([slow]), Text("the follow-up answer")]
+    )
+    async with (
+        OpenCodeAdapter(
+            real_server.base_url, directory=str(real_server.directory), transport=transport
+        ) as oc,
+        OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as client,
+    ):
+        rec = Recorder(oc)
+        try:
+            info = await oc.start_session("late", title="late")
+            transport.session_id = info.session_id
+            await oc.send_turn("late", "go " + script_marker(name))
+            await bash_printed(client, info.session_id, "started")
+            result = await oc.interrupt_turn("late")
+            assert result.stop is not None and result.stop.ok
+            turn = await oc.send_turn("late", "and now?")
+            ended = await rec.wait_for(
+                lambda e: (
+                    e.type in ("turn.completed", "turn.aborted", "turn.failed")
+                    and e.turn_id == turn.turn_id
+                ),
+                timeout=60,
+            )
+            assert ended.type == "turn.completed", ended
+            assert transport.delivered == transport.aborts - 1 >= 1, "second aborts went out"
         finally:
             await rec.close()
