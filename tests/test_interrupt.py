@@ -350,7 +350,31 @@ async def test_genuine_error_during_a_stop_stays_visible(
     assert rec.of("turn.aborted", T) == []
 
 
-async def test_prompt_in_flight_is_cancelled_by_the_stop(
+async def test_a_prompt_in_flight_lands_before_the_stop_aborts_its_run(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """Given up on, a prompt already on the wire could reach the server after the abort
+    and start a run nothing stops: the stop waits for its request, then aborts."""
+    fake.script("hang", [Hang()])
+    info = await oc.start_session(T)
+    hold = fake.hold("POST", "/session/{id}/prompt_async")
+    send = asyncio.create_task(oc.send_turn(T, "slow to accept [[script:hang]]"))
+    await hold.wait_started()
+    stop = asyncio.create_task(oc.interrupt_turn(T))
+    done, _ = await asyncio.wait([stop], timeout=0.3)
+    assert not done, "the stop went on while the prompt was on its way"
+    assert aborts(fake, info.session_id) == 0
+    hold.release()
+    started = await send
+    result = await stop
+    assert result.turn_id == started.turn_id and result.stop is not None and result.stop.ok
+    assert (await rec.wait_for("turn.aborted")).turn_id == started.turn_id
+    assert not fake.sessions[info.session_id].busy
+    [prompt] = fake.calls("POST", "/session/{id}/prompt_async")
+    assert prompt.status == 204
+
+
+async def test_a_prompt_whose_request_never_ends_is_cancelled_at_the_abort_bound(
     oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
 ) -> None:
     info = await oc.start_session(T)

@@ -15,13 +15,15 @@ gives the withheld request up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 
 import httpx
 import pytest
 
-from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts
+from adapter import OpenCodeAdapter, OpenCodeClient, Timeouts, TurnCancelledError
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
-from adapter.testing.model import Text, ToolCall, ToolCalls, script_marker
+from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker
 from tests.adapter_support import Recorder
 from tests.real.waits import bash_printed, holds_for
 
@@ -190,5 +192,77 @@ async def test_a_turn_sent_as_the_stop_returns_is_not_stopped_by_the_stops_own_a
             )
             assert ended.type == "turn.completed", ended
             assert transport.delivered == transport.aborts - 1 >= 1, "second aborts went out"
+        finally:
+            await rec.close()
+
+
+class LatePrompt(httpx.AsyncBaseTransport):
+    """Delivers the next ``POST /session/{session_id}/prompt_async`` to the server ``LATE``
+    seconds after it was sent, even when the caller gave up on it meanwhile (a loaded
+    server reading a request already on the wire); ``sent`` is set when it was sent."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.session_id: str | None = None
+        self.sent = asyncio.Event()
+        self.delivered_at: float | None = None
+        self.deliveries: set[asyncio.Task[httpx.Response]] = set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        late = request.url.path == f"/session/{self.session_id}/prompt_async"
+        if not late or self.sent.is_set():
+            return await self.inner.handle_async_request(request)
+        await request.aread()
+        delivery = asyncio.create_task(self._deliver_late(request))
+        self.deliveries.add(delivery)
+        self.sent.set()
+        return await asyncio.shield(delivery)
+
+    async def _deliver_late(self, request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(LATE)
+        response = await self.inner.handle_async_request(request)
+        body = await response.aread()
+        self.delivered_at = time.monotonic()
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*self.deliveries, return_exceptions=True)
+        await self.inner.aclose()
+
+
+async def test_a_prompt_on_its_way_when_stop_is_pressed_runs_nothing_after_the_stop(
+    real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
+) -> None:
+    """A prompt still being sent when the Stop starts: it may already be on the wire, so
+    the Stop waits until the server has it and then aborts its run. Given up on instead,
+    it reaches the server after the Stop returned and starts a run nobody stops."""
+    transport = LatePrompt()
+    name = f"{unique_name}-prompt"
+    scripted_model.script(name, [Hang()])
+    async with (
+        OpenCodeAdapter(
+            real_server.base_url, directory=str(real_server.directory), transport=transport
+        ) as oc,
+        OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as client,
+    ):
+        rec = Recorder(oc)
+        try:
+            info = await oc.start_session("prompt", title="prompt")
+            transport.session_id = info.session_id
+            send = asyncio.create_task(oc.send_turn("prompt", "go " + script_marker(name)))
+            await transport.sent.wait()
+            result = await oc.interrupt_turn("prompt")
+            assert result.stop is not None and result.stop.ok
+            stopped = time.monotonic()
+            with contextlib.suppress(TurnCancelledError):
+                await send
+            await asyncio.gather(*transport.deliveries, return_exceptions=True)
+
+            def nothing_runs() -> bool:
+                return not scripted_model.requests_after(stopped, [info.session_id])
+
+            await holds_for(LATE, nothing_runs, "no model request after the Stop returned")
+            statuses = await client.status()
+            assert info.session_id not in statuses or not statuses[info.session_id].is_busy
         finally:
             await rec.close()
