@@ -429,17 +429,23 @@ def test_in_order_follows_one_run_from_its_nth_start() -> None:
     assert "only 2" in third
 
 
+async def on_two_fakes(scenario: Scenario) -> tuple[Recording, Recording]:
+    """``scenario`` recorded on two fakes at once, the second one standing for the real
+    server (its target is named ``real``)."""
+    one, two = FakeTarget(), FakeTarget()
+    two.name = "real"
+    try:
+        return await record_both(scenario, one, two)
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
 async def test_milestones_tell_a_run_and_differ_where_the_run_did() -> None:
     """A compared run: the same scenario on two fakes has equal milestones; a run whose
     events changed shows the difference as a ``run`` divergence."""
     scenario = BY_NAME["another_client_prompts_a_watched_session"]
-    one, two = FakeTarget(), FakeTarget()
-    two.name = "real"
-    try:
-        rec_one, rec_two = await record_both(scenario, one, two)
-    finally:
-        await one.aclose()
-        await two.aclose()
+    rec_one, rec_two = await on_two_fakes(scenario)
     told = milestones(rec_one, "root")
     assert told == milestones(rec_two, "root")
     first_user = told.index("message.updated user")
@@ -463,13 +469,7 @@ async def test_an_answer_whose_first_update_already_says_finished_reads_as_annou
     (measured on 1.17.19 and 1.18.3). The run must read as the fake's; a run whose answer
     is never announced before its parts must still differ."""
     scenario = BY_NAME["another_client_prompts_a_fresh_session"]
-    one, two = FakeTarget(), FakeTarget()
-    two.name = "real"
-    try:
-        rec_one, rec_two = await record_both(scenario, one, two)
-    finally:
-        await one.aclose()
-        await two.aclose()
+    rec_one, rec_two = await on_two_fakes(scenario)
     root = rec_two.ids["root"]
     updates = [
         (i, e["properties"]["info"])

@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 
-from adapter import InvalidInputError, OpenCodeAdapter, OpenCodeClient, Timeouts, stop_tree
+from adapter import (
+    InvalidInputError,
+    OpenCodeAdapter,
+    OpenCodeClient,
+    StopReport,
+    Timeouts,
+    stop_tree,
+)
 from adapter.testing import caught_up
 from adapter.testing.fake import FakeOpenCodeServer, Hang, Hold, Permission, Task
 from tests.adapter_support import Recorder, busy_branch, held_abort, start_scripted_turn
@@ -219,13 +227,12 @@ async def test_output_of_a_step_begun_during_the_stop_is_late(
     assert "EXTRA" not in result.partial.text
 
 
-async def test_the_walk_returns_only_once_its_second_aborts_are_answered(
-    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
-) -> None:
-    """Only a session's first abort counts, but every abort's answer is awaited: a
-    request given up on can still reach the server after the walk returned and stop the
-    next turn (here the first abort of the root is replaced, as the adapter does when
-    the server acknowledged it)."""
+async def walk_with_held_second_aborts(
+    fake: FakeOpenCodeServer, client: OpenCodeClient, **options: Any
+) -> tuple[str, str, Hold, asyncio.Task[StopReport]]:
+    """A walk of a root with one busy child whose root aborts are held; the root's first
+    abort is replaced (as the adapter does when the server acknowledged it), so only its
+    two second aborts reach the fake: (root, child, the hold, the walk)."""
     root = fake.add_session(busy=False)
     child = fake.add_session(parent_id=root, busy=True)
     hold = fake.hold("POST", f"/session/{root}/abort")
@@ -235,15 +242,26 @@ async def test_the_walk_returns_only_once_its_second_aborts_are_answered(
 
     walk = asyncio.create_task(
         stop_tree(
-            opencode_client,
+            client,
             root,
             root_abort=acknowledged,
             known=[(child, root)],
             abort_root_twice=True,
             timeout=60,
+            **options,
         )
     )
     await fake.wait_until(lambda: len(hold.requests) == 2, description="both second aborts held")
+    return root, child, hold, walk
+
+
+async def test_the_walk_returns_only_once_its_second_aborts_are_answered(
+    fake: FakeOpenCodeServer, opencode_client: OpenCodeClient
+) -> None:
+    """Only a session's first abort counts, but every abort's answer is awaited: a
+    request given up on can still reach the server after the walk returned and stop the
+    next turn."""
+    root, child, hold, walk = await walk_with_held_second_aborts(fake, opencode_client)
     await fake.wait_until(
         lambda: bool(fake.calls("GET", f"/session/{child}/children")),
         description="the walk stopped and listed the child",
@@ -263,25 +281,13 @@ async def test_second_aborts_never_answered_are_given_up_at_their_bound(
 ) -> None:
     """``second_abort_timeout`` bounds that wait (from the root's abort's start); the
     first aborts' outcomes are the report's, so the walk still succeeds."""
-    root = fake.add_session(busy=False)
-    child = fake.add_session(parent_id=root, busy=True)
-    hold = fake.hold("POST", f"/session/{root}/abort")
-
-    async def acknowledged() -> None:
-        return None
-
+    _, child, hold, walk = await walk_with_held_second_aborts(
+        fake, opencode_client, second_abort_timeout=0.3
+    )
     async with asyncio.timeout(5):  # unbounded: held until the walk's 60 s timeout
-        report = await stop_tree(
-            opencode_client,
-            root,
-            root_abort=acknowledged,
-            known=[(child, root)],
-            abort_root_twice=True,
-            timeout=60,
-            second_abort_timeout=0.3,
-        )
+        report = await walk
     assert report.ok and not fake.sessions[child].busy
-    assert len(hold.requests) == 2 and fake.in_flight == 0 and not hold.released
+    assert fake.in_flight == 0 and not hold.released
 
 
 async def test_second_abort_timeout_must_be_positive(opencode_client: OpenCodeClient) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -119,27 +120,26 @@ async def test_the_stop_goes_on_by_the_acknowledgement_while_the_abort_answer_is
 LATE = 1.0
 
 
-class LateSecondAborts(httpx.AsyncBaseTransport):
-    """Delivers every abort of ``session_id`` after its first to the server ``LATE``
-    seconds after it was sent, even when the caller gave up on it meanwhile: what a loaded
-    server does with a request already on the wire (it reads and handles it late)."""
+class LateDelivery(httpx.AsyncBaseTransport):
+    """Delivers each request that ``is_late`` picks to the server ``LATE`` seconds after it
+    was sent, even when the caller gave up on it meanwhile: what a loaded server does with
+    a request already on the wire (it reads and handles it late). ``sent`` is set when
+    the first such request was sent; ``delivered`` counts those the server answered."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_late: Callable[[httpx.Request], bool]) -> None:
         self.inner = httpx.AsyncHTTPTransport()
-        self.session_id: str | None = None
-        self.aborts = 0
+        self.is_late = is_late
+        self.sent = asyncio.Event()
         self.delivered = 0
         self.deliveries: set[asyncio.Task[httpx.Response]] = set()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path != f"/session/{self.session_id}/abort":
-            return await self.inner.handle_async_request(request)
-        self.aborts += 1
-        if self.aborts == 1:
+        if not self.is_late(request):
             return await self.inner.handle_async_request(request)
         await request.aread()
         delivery = asyncio.create_task(self._deliver_late(request))
         self.deliveries.add(delivery)
+        self.sent.set()
         return await asyncio.shield(delivery)  # a caller that gives up does not stop it
 
     async def _deliver_late(self, request: httpx.Request) -> httpx.Response:
@@ -154,13 +154,54 @@ class LateSecondAborts(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+class Picks:
+    """Which requests of one session :class:`LateDelivery` delivers late."""
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self.aborts = 0
+        self.prompts = 0
+
+    def second_aborts(self, request: httpx.Request) -> bool:
+        """Every abort of the session after its first."""
+        if request.url.path != f"/session/{self.session_id}/abort":
+            return False
+        self.aborts += 1
+        return self.aborts > 1
+
+    def first_prompt(self, request: httpx.Request) -> bool:
+        if request.url.path != f"/session/{self.session_id}/prompt_async":
+            return False
+        self.prompts += 1
+        return self.prompts == 1
+
+
+@contextlib.asynccontextmanager
+async def through(
+    server: RealOpenCodeServer, transport: httpx.AsyncBaseTransport
+) -> AsyncIterator[tuple[OpenCodeAdapter, OpenCodeClient, Recorder]]:
+    """An adapter on ``server`` whose requests go through ``transport``, a plain client
+    for reading the server, and the adapter's recorder."""
+    directory = str(server.directory)
+    async with (
+        OpenCodeAdapter(server.base_url, directory=directory, transport=transport) as oc,
+        OpenCodeClient(server.base_url, directory=directory) as client,
+    ):
+        rec = Recorder(oc)
+        try:
+            yield oc, client, rec
+        finally:
+            await rec.close()
+
+
 async def test_a_turn_sent_as_the_stop_returns_is_not_stopped_by_the_stops_own_aborts(
     real_server: RealOpenCodeServer, scripted_model: ScriptedModelServer, unique_name: str
 ) -> None:
     """Every abort a Stop sends is answered before the Stop returns. The root's second
     aborts reach the server late here (a loaded server); a Stop that gave up on them
     would return first, and they would then stop the next turn, sent at once."""
-    transport = LateSecondAborts()
+    picks = Picks()
+    transport = LateDelivery(picks.second_aborts)
     name = f"{unique_name}-late"
     bash = ToolCall("bash", {"command": "echo started; sleep 30", "description": "sleep"})
     # The next turn's first step runs while the late aborts reach the server.
@@ -168,66 +209,23 @@ async def test_a_turn_sent_as_the_stop_returns_is_not_stopped_by_the_stops_own_a
     scripted_model.script(
         name, [ToolCalls([bash]), ToolCalls([slow]), Text("the follow-up answer")]
     )
-    async with (
-        OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory), transport=transport
-        ) as oc,
-        OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as client,
-    ):
-        rec = Recorder(oc)
-        try:
-            info = await oc.start_session("late", title="late")
-            transport.session_id = info.session_id
-            await oc.send_turn("late", "go " + script_marker(name))
-            await bash_printed(client, info.session_id, "started")
-            result = await oc.interrupt_turn("late")
-            assert result.stop is not None and result.stop.ok
-            turn = await oc.send_turn("late", "and now?")
-            ended = await rec.wait_for(
-                lambda e: (
-                    e.type in ("turn.completed", "turn.aborted", "turn.failed")
-                    and e.turn_id == turn.turn_id
-                ),
-                timeout=60,
-            )
-            assert ended.type == "turn.completed", ended
-            assert transport.delivered == transport.aborts - 1 >= 1, "second aborts went out"
-        finally:
-            await rec.close()
-
-
-class LatePrompt(httpx.AsyncBaseTransport):
-    """Delivers the next ``POST /session/{session_id}/prompt_async`` to the server ``LATE``
-    seconds after it was sent, even when the caller gave up on it meanwhile (a loaded
-    server reading a request already on the wire); ``sent`` is set when it was sent."""
-
-    def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
-        self.session_id: str | None = None
-        self.sent = asyncio.Event()
-        self.delivered_at: float | None = None
-        self.deliveries: set[asyncio.Task[httpx.Response]] = set()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        late = request.url.path == f"/session/{self.session_id}/prompt_async"
-        if not late or self.sent.is_set():
-            return await self.inner.handle_async_request(request)
-        await request.aread()
-        delivery = asyncio.create_task(self._deliver_late(request))
-        self.deliveries.add(delivery)
-        self.sent.set()
-        return await asyncio.shield(delivery)
-
-    async def _deliver_late(self, request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(LATE)
-        response = await self.inner.handle_async_request(request)
-        body = await response.aread()
-        self.delivered_at = time.monotonic()
-        return httpx.Response(response.status_code, headers=response.headers, content=body)
-
-    async def aclose(self) -> None:
-        await asyncio.gather(*self.deliveries, return_exceptions=True)
-        await self.inner.aclose()
+    async with through(real_server, transport) as (oc, client, rec):
+        info = await oc.start_session("late", title="late")
+        picks.session_id = info.session_id
+        await oc.send_turn("late", "go " + script_marker(name))
+        await bash_printed(client, info.session_id, "started")
+        result = await oc.interrupt_turn("late")
+        assert result.stop is not None and result.stop.ok
+        turn = await oc.send_turn("late", "and now?")
+        ended = await rec.wait_for(
+            lambda e: (
+                e.type in ("turn.completed", "turn.aborted", "turn.failed")
+                and e.turn_id == turn.turn_id
+            ),
+            timeout=60,
+        )
+        assert ended.type == "turn.completed", ended
+        assert transport.delivered == picks.aborts - 1 >= 1, "second aborts went out"
 
 
 async def test_a_prompt_on_its_way_when_stop_is_pressed_runs_nothing_after_the_stop(
@@ -236,33 +234,25 @@ async def test_a_prompt_on_its_way_when_stop_is_pressed_runs_nothing_after_the_s
     """A prompt still being sent when the Stop starts: it may already be on the wire, so
     the Stop waits until the server has it and then aborts its run. Given up on instead,
     it reaches the server after the Stop returned and starts a run nobody stops."""
-    transport = LatePrompt()
+    picks = Picks()
+    transport = LateDelivery(picks.first_prompt)
     name = f"{unique_name}-prompt"
     scripted_model.script(name, [Hang()])
-    async with (
-        OpenCodeAdapter(
-            real_server.base_url, directory=str(real_server.directory), transport=transport
-        ) as oc,
-        OpenCodeClient(real_server.base_url, directory=str(real_server.directory)) as client,
-    ):
-        rec = Recorder(oc)
-        try:
-            info = await oc.start_session("prompt", title="prompt")
-            transport.session_id = info.session_id
-            send = asyncio.create_task(oc.send_turn("prompt", "go " + script_marker(name)))
-            await transport.sent.wait()
-            result = await oc.interrupt_turn("prompt")
-            assert result.stop is not None and result.stop.ok
-            stopped = time.monotonic()
-            with contextlib.suppress(TurnCancelledError):
-                await send
-            await asyncio.gather(*transport.deliveries, return_exceptions=True)
+    async with through(real_server, transport) as (oc, client, _):
+        info = await oc.start_session("prompt", title="prompt")
+        picks.session_id = info.session_id
+        send = asyncio.create_task(oc.send_turn("prompt", "go " + script_marker(name)))
+        await transport.sent.wait()
+        result = await oc.interrupt_turn("prompt")
+        assert result.stop is not None and result.stop.ok
+        stopped = time.monotonic()
+        with contextlib.suppress(TurnCancelledError):
+            await send
+        await asyncio.gather(*transport.deliveries, return_exceptions=True)
 
-            def nothing_runs() -> bool:
-                return not scripted_model.requests_after(stopped, [info.session_id])
+        def nothing_runs() -> bool:
+            return not scripted_model.requests_after(stopped, [info.session_id])
 
-            await holds_for(LATE, nothing_runs, "no model request after the Stop returned")
-            statuses = await client.status()
-            assert info.session_id not in statuses or not statuses[info.session_id].is_busy
-        finally:
-            await rec.close()
+        await holds_for(LATE, nothing_runs, "no model request after the Stop returned")
+        statuses = await client.status()
+        assert info.session_id not in statuses or not statuses[info.session_id].is_busy
