@@ -19,9 +19,9 @@ flight, and with ``abort_root_twice`` the root and every known session with
 known children are aborted again 5 and 25 ms after the root's abort began
 (``ECHO_DELAYS``). Those second aborts only speed things up: their outcome does
 not count. The walk still waits for their answer, as for every request it sends: a
-request the client gave up on may still reach the server later (measured: an
-abandoned second abort of the root, under load, stopped the next turn another client
-had just started), so when the walk returns, no abort of it is left to land.
+request the client gave up on may still reach the server later (a real test that
+delivers the root's second aborts 1 s late, as a loaded server reads them, saw the
+next turn stopped), so when the walk returns, no abort of it is left to land.
 
 See ``docs/stop-tree.md`` for the algorithm and its guarantees.
 """
