@@ -103,41 +103,33 @@ def junit_address(nodeid: str) -> tuple[str, str]:
     return ".".join(names[:-1]), names[-1]
 
 
-def failed_tests(junit: Path, only: set[tuple[str, str]] | None = None) -> list[str]:
-    """Each failed test case of ``junit`` as ``classname::name: message`` (the message's
-    first line, cut to 300 characters), so CI's last lines say what failed."""
-    out = []
+def read_results(
+    junit: Path, only: set[tuple[str, str]] | None = None
+) -> tuple[dict[str, Counter[str]], list[str]]:
+    """From one read of ``junit``: the outcomes per suite, and each failed test case as
+    ``classname::name: message`` (the message's first line, cut to 300 characters), so
+    CI's last lines say what failed. ``only``: just these (classname, name) test cases."""
+    counts: dict[str, Counter[str]] = {}
+    failures: list[str] = []
     for case in ET.parse(junit).getroot().iter("testcase"):
         address = (case.get("classname", ""), case.get("name", ""))
         if only is not None and address not in only:
             continue
-        for child in case:
-            if child.tag in ("failure", "error"):
-                message = (child.get("message") or child.text or "").strip()
-                first = message.splitlines()[0][:300] if message else child.tag
-                out.append(f"{'::'.join(address)}: {first}")
-                break
-    return out
-
-
-def count(junit: Path, only: set[tuple[str, str]] | None = None) -> dict[str, Counter[str]]:
-    """Outcomes per suite; ``only``: count just these (classname, name) test cases."""
-    counts: dict[str, Counter[str]] = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        if only is not None and (case.get("classname", ""), case.get("name", "")) not in only:
-            continue
-        module = (case.get("classname") or "").rsplit(".", 1)[-1] + ".py"
-        suite = SUITES.get(module, "other")
-        tally = counts.setdefault(suite, Counter())
+        module = address[0].rsplit(".", 1)[-1] + ".py"
+        tally = counts.setdefault(SUITES.get(module, "other"), Counter())
         kinds = {child.tag: child for child in case}
-        if "failure" in kinds or "error" in kinds:
+        failure = kinds.get("failure", kinds.get("error"))
+        if failure is not None:
             tally["failed"] += 1
+            message = (failure.get("message") or failure.text or "").strip()
+            first = message.splitlines()[0][:300] if message else failure.tag
+            failures.append(f"{'::'.join(address)}: {first}")
         elif "skipped" in kinds:
             kind = kinds["skipped"].get("type", "")
             tally["xfailed" if kind == "pytest.xfail" else "skipped"] += 1
         else:
             tally["passed"] += 1
-    return counts
+    return counts, failures
 
 
 def pytest_command(workers: int, *args: str) -> list[str]:
@@ -184,8 +176,7 @@ def reuse(outcome: Outcome, env: dict[str, str], junit: Path, extra_args: list[s
     }
     missing = wanted - present
     outcome.reused_from = junit
-    outcome.counts = count(junit, only=wanted)
-    outcome.failures = failed_tests(junit, only=wanted)
+    outcome.counts, outcome.failures = read_results(junit, only=wanted)
     failed = sum(tally["failed"] for tally in outcome.counts.values())
     outcome.exit_code = 1 if missing or failed else 0
     if missing:
@@ -230,8 +221,7 @@ def run_release(
         outcome.exit_code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
         outcome.pytest_seconds = time.monotonic() - began
         if junit.exists():
-            outcome.counts = count(junit)
-            outcome.failures = failed_tests(junit)
+            outcome.counts, outcome.failures = read_results(junit)
     if outcome.exit_code != 0:
         outcome.problem = f"pytest exit code {outcome.exit_code}"
     return outcome

@@ -38,7 +38,8 @@ def matrix_script() -> ModuleType:
 def test_each_failed_test_is_named_with_the_first_line_of_its_message(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
     junit.write_text(JUNIT)
-    assert matrix_script().failed_tests(junit) == [
+    _, failures = matrix_script().read_results(junit)
+    assert failures == [
         "tests.real.test_differential::test_fake_matches_real_server[b]: "
         "AssertionError: run of root differs",
         "tests.real.test_x::test_broken_fixture: fixture exploded",
@@ -49,6 +50,5 @@ def test_only_the_wanted_tests_are_named(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
     junit.write_text(JUNIT)
     wanted = {("tests.real.test_x", "test_broken_fixture")}
-    assert matrix_script().failed_tests(junit, only=wanted) == [
-        "tests.real.test_x::test_broken_fixture: fixture exploded"
-    ]
+    _, failures = matrix_script().read_results(junit, only=wanted)
+    assert failures == ["tests.real.test_x::test_broken_fixture: fixture exploded"]

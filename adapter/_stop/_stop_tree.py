@@ -254,12 +254,10 @@ class _Walk:
         if wait > 0:
             await asyncio.sleep(wait)
         bound = self.second_abort_timeout
+        left = None if bound is None else max(self.root_started_at + bound - self.now(), 0)
         try:
-            if bound is None:
+            async with asyncio.timeout(left):
                 await self.client.abort(node.session_id)
-            else:
-                async with asyncio.timeout(max(self.root_started_at + bound - self.now(), 0)):
-                    await self.client.abort(node.session_id)
         except TimeoutError:
             _log.warning("stop.second_abort_unanswered", session_id=node.session_id)
         except OpenCodeError as exc:

@@ -230,10 +230,10 @@ def milestones(rec: Recording, alias: str) -> list[str]:
                 out[-1] = label  # the announcement right before says nothing more
                 continue
             last_told = message
-        elif not out or out[-1] != label:
-            last_told = None
-        else:
+        elif out and out[-1] == label:
             continue
+        else:
+            last_told = None
         out.append(label)
     return out
 
