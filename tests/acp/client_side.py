@@ -78,6 +78,18 @@ class RecordingClient:
             self.arrived.clear()
             await self.arrived.wait()
 
+    async def wait_for_call(self, title: str) -> str:
+        """The id of the first tool call titled ``title``, once the client was told of it.
+
+        The model seeing a subagent's request does not mean the client saw its call:
+        the call reaches the client through OpenCode's event stream, later under load."""
+        while True:
+            for call_id, call in self.calls().items():
+                if call.get("title") == title:
+                    return call_id
+            self.arrived.clear()
+            await self.arrived.wait()
+
     async def request_permission(
         self,
         session_id: str,

@@ -72,8 +72,8 @@ async def test_stop_subagent_stops_one_of_two_parallel_subagents_and_the_prompt_
             conn.prompt(session_id=sid, prompt=[text_block("go " + script_marker(name))])
         )
         await _children_streaming(scripted_model, name)
-        calls = client.calls()
-        alpha_call = next(c for c, v in calls.items() if v.get("title") == "task alpha")
+        async with asyncio.timeout(60):
+            alpha_call = await client.wait_for_call("task alpha")
         answer = await conn.ext_method(
             "opencode/stop_subagent", {"sessionId": sid, "toolCallId": alpha_call}
         )
