@@ -20,7 +20,7 @@ from adapter import AuthError, OpenCodeAdapter, OpenCodeClient, stop_tree
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
 from adapter.testing.model import Hang, Text, ToolCall, ToolCalls, script_marker, task_call
 from tests.adapter_support import Recorder
-from tests.real.waits import bash_printed, tree_of
+from tests.real.waits import bash_printed, model_calls_closed, tree_of
 
 pytestmark = pytest.mark.real
 
@@ -81,7 +81,7 @@ async def test_nested_task_tree_stops_completely(
     result = await oc.interrupt_turn("nested", turn_id)
     assert set(result.stop.session_ids if result.stop else ()) == set(tree)
     assert not (await busy(opencode_client)) & set(tree), "every tree session is idle"
-    assert scripted_model.open_requests(session_ids=tree) == []
+    await model_calls_closed(scripted_model, tree)
     aborted = await rec.wait_for("turn.aborted")
     assert aborted.turn_id == turn_id and aborted.reason == "Interrupted by user."
 
@@ -128,7 +128,7 @@ async def test_api_children_stop_and_unrelated_sessions_are_untouched(
         unrelated.id,
         unrelated_kid.id,
     }
-    assert not scripted_model.open_requests(session_ids=sorted(tree))
+    await model_calls_closed(scripted_model, tree)
     requested = {e.get("session_id") for e in captured_logs if e["event"] == "opencode.request"}
     assert unrelated.id not in requested and unrelated_kid.id not in requested
     await opencode_client.abort(unrelated_kid.id)

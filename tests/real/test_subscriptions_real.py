@@ -4,6 +4,7 @@ it missed, and the Stop's progress on the stream."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -39,7 +40,11 @@ async def test_a_late_subscriber_the_tree_and_the_stop_on_the_stream(
         await scripted_model.wait_for_async(
             lambda reqs: any(r.script == f"{name}-leaf" and r.open for r in reqs), timeout=60
         )
-        tree = await oc.session_tree(name)
+        # The model saw the leaf's request; the adapter learns the children from the
+        # event stream, later under load.
+        async with asyncio.timeout(60):
+            while len((tree := await oc.session_tree(name)).sessions) < 3:
+                await asyncio.sleep(0.05)
         assert tree.root_id == info.session_id
         assert [n.depth for n in tree] == [0, 1, 2]
         assert set(tree.busy) == {n.session_id for n in tree}, tree

@@ -1,13 +1,14 @@
 """Windows on a real server: a test that asserts something does not happen checks it at
 every round of a polling loop until a deadline, so a failure is seen when it happens and
 reported with how long the condition held. Also the reads of the server's tree that
-those checks and the stop tests compare against (``tree_of``), and the wait for a model
-call that hangs (``a_hang_open``)."""
+those checks and the stop tests compare against (``tree_of``), the wait for a model
+call that hangs (``a_hang_open``) and for the model calls a stop closed
+(``model_calls_closed``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from adapter import OpenCodeClient
 from adapter.testing import ScriptedModelServer
@@ -46,6 +47,19 @@ async def a_hang_open(model: ScriptedModelServer, script: str, timeout: float = 
         lambda requests: [
             r for r in requests if r.open and r.kind == "hang" and r.script == script
         ],
+        timeout,
+    )
+
+
+async def model_calls_closed(
+    model: ScriptedModelServer, session_ids: Iterable[str], timeout: float = 5
+) -> None:
+    """Until ``model`` holds no open request of ``session_ids``. A stop returns once the
+    server says the sessions are idle; the model server notices the closed connections
+    on its own thread, a moment later under load."""
+    wanted = set(session_ids)
+    await model.wait_for_async(
+        lambda requests: not [r for r in requests if r.open and r.session_id in wanted],
         timeout,
     )
 
