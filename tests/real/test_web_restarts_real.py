@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.async_api import expect
 
 from adapter import OpenCodeClient
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer, free_port
@@ -145,6 +146,10 @@ async def test_kill_9_mid_turn_the_page_reconnects_to_a_new_backend_and_stops_th
             await page.click("#stop")
             await page.wait_for_selector('#stop-status[data-state="stopped"]', timeout=30_000)
             partial = await page.locator("#partial").text_content() or ""
+            # turn.aborted says "stopped" (and draws the partial); the report comes after
+            # it, with turn.stopped or the click's answer: its table, then its rows.
+            table = page.locator('#stop-report table[data-testid="stop-table"]')
+            await expect(table).to_be_attached()
             rows = await page.locator("#stop-report tr[data-stop-session]").all()
             report = {
                 await r.get_attribute("data-stop-session"): await r.get_attribute("data-outcome")

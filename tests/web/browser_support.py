@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 
 from adapter.testing import free_port
 
 CHROMIUM = "/usr/bin/chromium"
+
+# The tests' retrying assertions (``expect``) wait for what the page draws from a later
+# stream frame or fetch answer than the one they waited for. Playwright's 5 s default is
+# short on a loaded 2-core CI machine (the suite's own waits for a stop allow 15 s):
+# every module that drives a page imports this one, so it is set here, once.
+expect.set_options(timeout=15_000)
 
 
 @contextlib.asynccontextmanager

@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Page
+from playwright.async_api import Page, expect
 
 from adapter import OpenCodeAdapter, OpenCodeClient, TurnAborted
 from adapter.testing import RealOpenCodeServer, ScriptedModelServer
@@ -174,6 +174,9 @@ async def _run(
     assert not busy & set(tree), f"still busy after Stop: {busy & set(tree)}"
 
     # The report lists every session of the server's tree, each stopped, none failed.
+    # It may be drawn after "stopped" (turn.aborted says it; turn.stopped or the click's
+    # answer brings the report): waited for, then read.
+    await expect(page.locator("#stop-report")).to_contain_text("3 sessions")
     rows = page.locator("#stop-report tr[data-stop-session]")
     reported = {
         await rows.nth(i).get_attribute("data-stop-session"): await rows.nth(i).get_attribute(
@@ -183,7 +186,6 @@ async def _run(
     }
     assert set(reported) == set(tree), reported
     assert all(outcome in ("aborted", "not_found") for outcome in reported.values()), reported
-    assert "3 sessions" in (await page.text_content("#stop-report") or "")
 
     # What finished stays on screen: the transcript is kept and the kept result shows it.
     assert any(FINISHED in text for text in await bash_detail.all_text_contents())

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page
+from playwright.async_api import Browser, Page, expect
 from starlette.applications import Starlette
 
 from adapter import OpenCodeAdapter
@@ -167,7 +167,9 @@ async def test_a_failed_stop_says_so_in_this_tab_and_in_another(
         await other.click("#stop")
         for tab in (page, other):
             await tab.wait_for_selector('#stop-status[data-state="stopped"]', timeout=15_000)
-        assert await other.locator("#stop-report tr[data-stop-session]").count() == 2
+        # turn.aborted says "stopped"; the report comes after it (turn.stopped, or the
+        # answer to the click): retried, not read once.
+        await expect(other.locator("#stop-report tr[data-stop-session]")).to_have_count(2)
         assert not errors and not other_errors, errors + other_errors
 
 
@@ -277,12 +279,13 @@ async def test_a_page_opened_mid_turn_draws_the_turn_so_far_and_the_other_tabs_s
         await page.click("#stop")
         # The late tab never made the call: the stream's turn.stopped brings the report.
         await late.wait_for_selector('#stop-status[data-state="stopped"]', timeout=15_000)
+        # turn.aborted said "stopped"; the report is drawn from turn.stopped, which follows.
         rows = late.locator("#stop-report tr[data-stop-session]")
-        assert await rows.count() == 2
+        await expect(rows).to_have_count(2)
         assert {await rows.nth(i).get_attribute("data-outcome") for i in range(2)} == {"aborted"}
         # A reload after the stop shows the same: the turn, its output and the report.
         await late.reload()
         await late.wait_for_selector('#stop-status[data-state="stopped"]', timeout=15_000)
-        assert await late.locator("#stop-report tr[data-stop-session]").count() == 2
+        await expect(late.locator("#stop-report tr[data-stop-session]")).to_have_count(2)
         assert "early output" in await late.locator("#transcript").inner_text()
         assert not errors and not late_errors, errors + late_errors
