@@ -408,3 +408,31 @@ async def test_a_long_run_is_found_from_its_first_message_however_far_back(
     assert info.active_turn_id == "turn_" + run_start.removeprefix("msg_")
     assert text(rec, info.active_turn_id).startswith("s0 s1 ")
     assert "earlier" not in text(rec, info.active_turn_id)
+
+
+async def test_a_run_aborted_elsewhere_while_its_idle_is_being_checked_ends_at_once(
+    oc: OpenCodeAdapter, fake: FakeOpenCodeServer, rec: Recorder
+) -> None:
+    """The real server's abort sends the root's idle before its step's
+    MessageAbortedError, then a second idle. A check of the first idle that reads the
+    step unfinished, then (re-reading) aborted, must not leave the turn waiting for
+    the watchdog's quiet check (30 s): the abort's events end it."""
+    info, turn = await start_scripted_turn(oc, fake, T, "long", [Text("so far"), Hang()])
+    root = info.session_id
+    await fake.wait_hanging(root)
+    reads = 0
+
+    async def abort_before_the_second_read(request: httpx.Request) -> None:
+        nonlocal reads
+        reads += 1
+        if reads == 2:  # the check's re-read: another client's abort lands first
+            async with fake.client() as http:
+                (await http.post(f"/session/{root}/abort")).raise_for_status()
+
+    hook = fake.on("GET", f"/session/{root}/message", abort_before_the_second_read)
+    fake.set_busy(root, False)  # the abort's first idle, its step still unfinished
+    ended = await rec.wait_for("turn.aborted", timeout=10)
+    assert hook.call_count >= 2
+    assert ended.turn_id == turn.turn_id
+    assert ended.reason == "Aborted outside this adapter."
+    assert ended.partial.text == "so far"

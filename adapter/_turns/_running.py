@@ -308,6 +308,7 @@ class Turns(Adoption):
             # was lost (the answer's parentID is the id we minted).
             self._user_message(thread, turn, cast(str, event.parent_id))
         finished = event.completed is not None or event.error is not None
+        was_finished = turn.run_finished
         if event.parent_id is not None:
             turn.answer_seen(event.parent_id, event.message_id, finished=finished)
         error = event.error
@@ -320,6 +321,17 @@ class Turns(Adoption):
             else:
                 turn.error = (error.name, error.message or error.name)
                 turn.error_for = event.parent_id or turn.last_user_id
+        if (
+            not was_finished
+            and turn.run_finished
+            and turn.phase is TurnPhase.SETTLING
+            and thread.interrupts.stop is None
+        ):
+            # The answer ended while the root's idle was being checked, or after (the
+            # real server's abort sends the root's idle before the step's
+            # MessageAbortedError, measured on 1.18.34): look again rather than wait
+            # for the watchdog's quiet check.
+            self._schedule_check(thread, turn)
         self._settle_after_overtaking_idle(thread, turn)
 
     def _settle_after_overtaking_idle(self, thread: ThreadState, turn: Turn) -> None:
