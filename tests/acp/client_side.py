@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -69,26 +69,32 @@ class RecordingClient:
         self.updates.append((session_id, update))
         self.arrived.set()
 
-    async def wait_for_update(self, session_id: str, kind: str) -> Any:
-        """The first update of ``kind`` for ``session_id``, once it arrived."""
-        while True:
-            for sid, update in self.updates:
-                if sid == session_id and update.session_update == kind:
-                    return update
+    async def _until(self, found: Callable[[], Any]) -> Any:
+        """``found()``'s first answer that is not ``None``, asked again as updates arrive."""
+        while (answer := found()) is None:
             self.arrived.clear()
             await self.arrived.wait()
+        return answer
+
+    async def wait_for_update(self, session_id: str, kind: str) -> Any:
+        """The first update of ``kind`` for ``session_id``, once it arrived."""
+        return await self._until(
+            lambda: next(
+                (u for s, u in self.updates if s == session_id and u.session_update == kind),
+                None,
+            )
+        )
 
     async def wait_for_call(self, title: str) -> str:
         """The id of the first tool call titled ``title``, once the client was told of it.
 
         The model seeing a subagent's request does not mean the client saw its call:
         the call reaches the client through OpenCode's event stream, later under load."""
-        while True:
-            for call_id, call in self.calls().items():
-                if call.get("title") == title:
-                    return call_id
-            self.arrived.clear()
-            await self.arrived.wait()
+        return str(
+            await self._until(
+                lambda: next((i for i, c in self.calls().items() if c.get("title") == title), None)
+            )
+        )
 
     async def request_permission(
         self,
